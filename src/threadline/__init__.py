@@ -1,0 +1,48 @@
+"""Threadline: durable, prompt-cache-aware multi-turn LLM conversations.
+
+The turn pipeline is ``Engine.run_turn``: ingest → assemble → call → commit, over a
+:class:`Store` (SQLite by default) and a :class:`ModelBackend` (llama.cpp by default).
+"""
+
+from threadline.calls import ModelCall, SentRequest, Timings, Usage
+from threadline.engine import Engine, TurnResult
+from threadline.errors import ThreadlineError
+from threadline.items import Branch, Conversation, Item, ItemKind, NewItem
+from threadline.models import ModelBackend, ScriptedModel, create_model
+from threadline.request import Message, Request, Segment, SegmentKind, Stability, ToolSpec
+from threadline.settings import Durability, Settings
+from threadline.stores import SQLiteStore, Store, open_store
+from threadline.turn.assemble import assemble
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Branch",
+    "Conversation",
+    "Durability",
+    "Engine",
+    "Item",
+    "ItemKind",
+    "Message",
+    "ModelBackend",
+    "ModelCall",
+    "NewItem",
+    "Request",
+    "SQLiteStore",
+    "ScriptedModel",
+    "Segment",
+    "SegmentKind",
+    "SentRequest",
+    "Settings",
+    "Stability",
+    "Store",
+    "ThreadlineError",
+    "Timings",
+    "ToolSpec",
+    "TurnResult",
+    "Usage",
+    "__version__",
+    "assemble",
+    "create_model",
+    "open_store",
+]

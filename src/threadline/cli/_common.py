@@ -1,0 +1,48 @@
+"""What every command shares: settings, the store, the model, and output helpers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from threadline.models import ModelBackend, create_model
+from threadline.settings import Settings
+from threadline.stores import Store, open_store
+
+
+@dataclass
+class Context:
+    settings: Settings
+    _store: Store | None = field(default=None, repr=False)
+
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.settings)
+            click.get_current_context().call_on_close(self._store.close)
+        return self._store
+
+    def model(self, name: str | None = None) -> ModelBackend:
+        return create_model(name or self.settings.model, self.settings)
+
+
+pass_context = click.make_pass_decorator(Context)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def table(rows: list[list[str]], headers: list[str]) -> None:
+    """A plain left-aligned table; the last column is left unpadded."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers) - 1)]
+    for row in [headers, *rows]:
+        cells = [str(cell).ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        click.echo("  ".join([*cells, str(row[-1])]).rstrip())
+
+
+def one_line(text: str, width: int = 72) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -1,0 +1,177 @@
+"""``threadline chat``: an interactive, streaming conversation, or one turn with ``--once``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from threadline.cli._common import Context, emit_json, one_line, pass_context
+from threadline.engine import Engine, TurnResult
+from threadline.errors import InputError, InvalidEncoding, ModelError, ThreadlineError
+from threadline.items import ItemKind
+from threadline.models import MODELS
+from threadline.stores import MAIN
+from threadline.turn.ingest import decode_utf8, validate_text
+
+_HELP = """commands:
+  /retry   answer the last message again (after a failed or cancelled turn)
+  /new     start a new conversation
+  /info    show the conversation id, branch and model
+  /exit    leave (Ctrl-D works too)"""
+
+
+@click.command()
+@click.option("--conversation", "conversation_id", metavar="ID",
+              help="Continue this conversation. Default: the most recent one (--once: a new "
+                   "one).")
+@click.option("--new", "new", is_flag=True, help="Start a new conversation.")
+@click.option("--branch", default=MAIN, show_default=True, help="Branch to continue.")
+@click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
+              help="Model backend. Default: $THREADLINE_MODEL, else local.")
+@click.option("--system", help="System prompt for a new conversation.")
+@click.option("--once", metavar="TEXT",
+              help="Send one message (- reads it from stdin), print the reply and exit.")
+@click.option("--client-msg-id", metavar="X",
+              help="With --once: an id for the message; resending it returns the first result.")
+@click.option("--json", "as_json", is_flag=True, help="With --once: print one JSON object.")
+@pass_context
+def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
+         model_name: str | None, system: str | None, once: str | None,
+         client_msg_id: str | None, as_json: bool) -> None:
+    """Talk to the model; every turn is saved as it happens."""
+    if new and conversation_id:
+        raise click.UsageError("--new and --conversation exclude each other")
+    if once is None and (as_json or client_msg_id):
+        raise click.UsageError("--json and --client-msg-id need --once")
+    settings = ctx.settings
+    store = ctx.store()
+    if conversation_id is not None:
+        store.conversation(conversation_id)  # unknown ids fail before the model loads
+        store.head(conversation_id, branch)  # and so do unknown branches
+    if once is not None:
+        text = decode_utf8(sys.stdin.buffer.read(), "standard input") if once == "-" else once
+        validate_text(text, max_bytes=settings.max_message_bytes)
+        engine = Engine(store, ctx.model(model_name), system=system or settings.system_prompt,
+                        max_message_bytes=settings.max_message_bytes)
+        _once(engine, text, conversation_id, branch, client_msg_id, as_json)
+        return
+    if conversation_id is None and not new:
+        latest = store.conversations(limit=1)
+        conversation_id = latest[0].conversation.id if latest else None
+    engine = Engine(store, ctx.model(model_name), system=system or settings.system_prompt,
+                    max_message_bytes=settings.max_message_bytes)
+    click.get_current_context().exit(_Session(engine, conversation_id, branch).run())
+
+
+def _once(engine: Engine, text: str, conversation_id: str | None, branch: str,
+          client_msg_id: str | None, as_json: bool) -> None:
+    def stream(piece: str) -> None:
+        click.echo(piece, nl=False)
+        sys.stdout.flush()
+
+    result = engine.run_turn(text, conversation_id=conversation_id, branch=branch,
+                             client_msg_id=client_msg_id, on_text=None if as_json else stream)
+    if as_json:
+        emit_json(result.to_json())
+    elif result.deduplicated:
+        click.echo(result.reply.text)
+    else:
+        click.echo()
+
+
+class _Session:
+    def __init__(self, engine: Engine, conversation_id: str | None, branch: str) -> None:
+        self.engine = engine
+        self.conversation_id = conversation_id
+        self.branch = branch
+        self.rejected = 0
+        self.interactive = sys.stdin.isatty()
+
+    def run(self) -> int:
+        self._banner()
+        while True:
+            line = self._read()
+            if line is None:
+                break
+            command = line.strip()
+            if not command:
+                continue
+            if command in ("/exit", "/quit"):
+                break
+            if command == "/help":
+                click.echo(_HELP)
+            elif command == "/new":
+                self.conversation_id, self.branch = None, MAIN
+                click.echo("(new conversation starts with your next message)")
+            elif command == "/info":
+                click.echo(f"conversation {self.conversation_id or '(new)'} · branch "
+                           f"{self.branch} · model {self.engine.model.model_id}")
+            elif command == "/retry":
+                self._turn(None)
+            else:
+                self._turn(line)
+        return 2 if self.rejected else 0
+
+    def _banner(self) -> None:
+        click.echo(f"threadline chat · model {self.engine.model.model_id} · /help for commands",
+                   err=True)
+        if self.conversation_id is None:
+            return
+        history = self.engine.store.history(self.conversation_id, self.branch)
+        turns = history[-1].turn if history else 0
+        click.echo(f"continuing {self.conversation_id} (branch {self.branch}, {turns} turns; "
+                   "--new starts another)", err=True)
+        for item in history[-4:]:
+            if item.kind in (ItemKind.USER, ItemKind.ASSISTANT):
+                who = "you" if item.kind is ItemKind.USER else "model"
+                click.secho(f"  {who}: {one_line(item.text)}", dim=True, err=True)
+
+    def _read(self) -> str | None:
+        try:
+            if self.interactive:
+                return input("you> ")
+            raw = sys.stdin.buffer.readline()
+            return None if not raw else decode_utf8(raw, "standard input").rstrip("\r\n")
+        except EOFError:
+            return None
+        except KeyboardInterrupt:
+            click.echo()
+            return None
+        except UnicodeDecodeError as err:
+            raise InvalidEncoding("standard input", err) from err
+
+    def _turn(self, text: str | None) -> None:
+        def stream(piece: str) -> None:
+            click.echo(piece, nl=False)
+            sys.stdout.flush()
+
+        click.echo("model> ", nl=False)
+        try:
+            if text is None:
+                if self.conversation_id is None:
+                    raise InputError("there is no conversation yet; send a message first")
+                result = self.engine.answer(self.conversation_id, self.branch, on_text=stream)
+            else:
+                result = self.engine.run_turn(text, conversation_id=self.conversation_id,
+                                              branch=self.branch, on_text=stream)
+        except KeyboardInterrupt:
+            click.echo("\n(cancelled; the turn is saved as failed — /retry answers it)")
+            return
+        except ThreadlineError as err:
+            click.echo()
+            click.secho(f"error: {err}", fg="red", err=True)
+            if isinstance(err, InputError):
+                self.rejected += 1
+            if isinstance(err, ModelError):
+                click.echo("(/retry answers the message again)", err=True)
+            return
+        click.echo()
+        self.conversation_id, self.branch = result.conversation_id, result.branch
+        self._stats(result)
+
+    def _stats(self, result: TurnResult) -> None:
+        usage, timings = result.call.usage, result.call.timings
+        ttft = "-" if timings.ttft_ms is None else f"{timings.ttft_ms:.0f} ms"
+        click.secho(f"[turn {result.turn} · prompt {usage.prompt_tokens} tokens, "
+                    f"{usage.cached_tokens} cached · first token {ttft}]", dim=True, err=True)

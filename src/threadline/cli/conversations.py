@@ -1,0 +1,123 @@
+"""``threadline conversations list|show|fork|delete|verify``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from threadline.cli._common import Context, emit_json, one_line, pass_context, table
+from threadline.engine import fork as fork_branch
+from threadline.items import ItemKind, format_time
+from threadline.stores import MAIN
+from threadline.stores.verify import verify_conversation
+
+_LABEL = {ItemKind.USER: "user", ItemKind.ASSISTANT: "assistant", ItemKind.TOOL_CALL: "tool call",
+          ItemKind.TOOL_RESULT: "tool result", ItemKind.NOTE: "note",
+          ItemKind.COMPACTION: "compaction"}
+
+
+@click.group()
+def conversations() -> None:
+    """List, inspect, fork and delete conversations."""
+
+
+@conversations.command("list")
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most this many.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def list_(ctx: Context, limit: int | None, as_json: bool) -> None:
+    """Conversations, most recently active first."""
+    summaries = ctx.store().conversations(limit=limit)
+    if as_json:
+        emit_json([s.to_json() for s in summaries])
+        return
+    if not summaries:
+        click.echo("no conversations yet; start one with: threadline chat", err=True)
+        return
+    table([[s.conversation.id, format_time(s.updated_at)[:19].replace("T", " "), str(s.turns),
+            str(s.branches), one_line(s.title, 60)] for s in summaries],
+          ["ID", "UPDATED (UTC)", "TURNS", "BRANCHES", "TITLE"])
+
+
+@conversations.command()
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--branch", default=MAIN, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def show(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> None:
+    """The items of one branch of a conversation, oldest first."""
+    store = ctx.store()
+    conversation = store.conversation(conversation_id)
+    branches = store.branches(conversation_id)
+    items = store.history(conversation_id, branch)
+    if as_json:
+        emit_json({"conversation": conversation.to_json(), "branch": branch,
+                   "branches": [b.to_json() for b in branches],
+                   "items": [i.to_json() for i in items]})
+        return
+    click.echo(f"conversation {conversation.id} · created {format_time(conversation.created_at)}")
+    if conversation.system:
+        click.echo(f"system: {one_line(conversation.system)}")
+    for b in branches:
+        origin = "" if b.parent is None else f" (forked from item {b.fork_seq} on {b.parent})"
+        marker = "*" if b.name == branch else " "
+        click.echo(f" {marker} branch {b.name}{origin}")
+    click.echo()
+    for item in items:
+        head = f"#{item.seq:<4} turn {item.turn:<3} {_LABEL[item.kind]}"
+        text = item.text.replace("\n", "\n" + " " * 8)
+        click.echo(f"{head}\n        {text}")
+
+
+@conversations.command()
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--from", "from_seq", type=int, required=True, metavar="SEQ",
+              help="The item the new branch grows from.")
+@click.option("--name", help="Branch name. Default: b2, b3, …")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def fork(ctx: Context, conversation_id: str, from_seq: int, name: str | None,
+         as_json: bool) -> None:
+    """Start a new branch from an earlier item; the original branch stays intact."""
+    branch = fork_branch(ctx.store(), conversation_id, from_seq, name)
+    if as_json:
+        emit_json({"conversation_id": conversation_id, **branch.to_json()})
+        return
+    click.echo(f"created branch {branch.name} from item {from_seq}; continue it with:\n"
+               f"  threadline chat --conversation {conversation_id} --branch {branch.name}")
+
+
+@conversations.command()
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_context
+def delete(ctx: Context, conversation_id: str, yes: bool) -> None:
+    """Delete a conversation with all its branches, items and model calls."""
+    store = ctx.store()
+    summary = store.summary(conversation_id)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("refusing to delete without confirmation; pass --yes")
+        click.confirm(f"delete {conversation_id} ({summary.items} items, {summary.calls} "
+                      "model calls)?", abort=True)
+    store.delete_conversation(conversation_id)
+    click.echo(f"deleted {conversation_id} ({summary.items} items, {summary.calls} model calls)")
+
+
+@conversations.command()
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def verify(ctx: Context, conversation_id: str, as_json: bool) -> None:
+    """Recompute every hash chain and parent link; exit 1 if anything is damaged."""
+    problems = verify_conversation(ctx.store(), conversation_id)
+    if as_json:
+        emit_json({"conversation_id": conversation_id, "ok": not problems,
+                   "problems": [p.to_json() for p in problems]})
+    elif problems:
+        for p in problems:
+            click.echo(f"item {p.seq} (branch {p.branch}): {p.detail}")
+    else:
+        click.echo(f"{conversation_id}: every branch verifies")
+    click.get_current_context().exit(1 if problems else 0)

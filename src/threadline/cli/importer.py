@@ -1,0 +1,51 @@
+"""``threadline import FILE --format openai-messages|sharegpt``."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import click
+
+from threadline.cli._common import Context, emit_json, pass_context
+from threadline.interop.importers import FORMATS, import_transcripts
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, readable=True,
+                                        allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
+              help="The transcript format of FILE.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
+@pass_context
+def import_(ctx: Context, file: str, fmt: str, as_json: bool) -> None:
+    """Create conversations from another system's transcripts (FILE, or - for stdin).
+
+    Each record is imported whole or not at all; malformed records are reported by line and
+    skipped, and the exit status is 2 if any were. Re-importing a file skips what is already
+    there.
+    """
+    data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    store = ctx.store()
+    show_progress = not as_json and sys.stderr.isatty() and data.count(b"\n") > 100
+    bar = click.progressbar(length=data.count(b"\n") + 1, label="importing", file=sys.stderr) \
+        if show_progress else contextlib.nullcontext()
+    with bar as progress:
+        report = import_transcripts(
+            store, data, fmt, max_message_bytes=ctx.settings.max_message_bytes,
+            source=None if file == "-" else str(Path(file).resolve()),
+            progress=progress.update if progress is not None else None)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        for entry in report.imported:
+            origin = f" (id {entry['source_id']})" if entry["source_id"] else ""
+            click.echo(f"{entry['conversation_id']}  {entry['where']}{origin}, "
+                       f"{entry['items']} items")
+        for bad in report.skipped:
+            click.echo(f"skipped {bad.where}: {bad.error}", err=True)
+        click.echo(f"imported {len(report.imported)} conversations; "
+                   f"{len(report.already_imported)} already imported; "
+                   f"{len(report.skipped)} skipped", err=True)
+    click.get_current_context().exit(2 if report.skipped else 0)

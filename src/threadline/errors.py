@@ -1,0 +1,200 @@
+"""Every error a threadline user can hit, in one place.
+
+Each error says what was wrong and what to do about it, and carries the exit status the CLI
+uses for it::
+
+    ThreadlineError                      exit 1
+    ├── InputError                       exit 2   the caller sent something unusable
+    │   ├── EmptyMessage
+    │   ├── MessageTooLarge
+    │   ├── InvalidEncoding
+    │   ├── ClientMessageConflict        a client message id reused for a different message
+    │   └── ImportFormatError
+    ├── NotFound                         exit 3
+    │   ├── UnknownConversation
+    │   ├── UnknownBranch
+    │   ├── UnknownItem
+    │   └── UnknownCall
+    ├── StoreError                       exit 4   the data file or directory is unusable
+    │   ├── NotAThreadlineDatabase
+    │   ├── SchemaTooNew
+    │   └── StoreReadOnly
+    ├── ConflictError                    exit 5   the branch moved under a turn (version check)
+    │   └── TurnSuperseded
+    └── ModelError                       exit 6
+        ├── ModelUnavailable             the model file is missing or unreadable
+        ├── ContextWindowExceeded
+        └── ModelCallFailed              the call failed; the turn is recorded as failed
+
+Nothing raised before a commit has written anything: a bad input leaves the store unchanged.
+"""
+
+from __future__ import annotations
+
+
+class ThreadlineError(Exception):
+    """Base class. ``str(err)`` is the message a user sees; ``hint`` says what to do."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class InputError(ThreadlineError):
+    exit_code = 2
+
+
+class EmptyMessage(InputError):
+    def __init__(self) -> None:
+        super().__init__(
+            "the message is empty (or only whitespace); nothing was saved",
+            hint="type some text, or leave the chat with /exit",
+        )
+
+
+class MessageTooLarge(InputError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"the message is {size:,} bytes, over the limit of {limit:,} bytes; nothing was saved",
+            hint="send a shorter message, or raise THREADLINE_MAX_MESSAGE_BYTES",
+        )
+        self.size = size
+        self.limit = limit
+
+
+class InvalidEncoding(InputError):
+    def __init__(self, where: str, err: UnicodeDecodeError) -> None:
+        bad = err.object[err.start : err.start + 1].hex()
+        super().__init__(
+            f"{where} is not valid UTF-8 (byte 0x{bad} at offset {err.start}); nothing was saved",
+            hint="convert the input to UTF-8, e.g. with iconv -t UTF-8",
+        )
+
+
+class ClientMessageConflict(InputError):
+    def __init__(self, client_msg_id: str, detail: str) -> None:
+        super().__init__(
+            f"client message id {client_msg_id!r} was already used for {detail}; nothing was saved",
+            hint="generate a fresh client message id for a new message",
+        )
+
+
+class ImportFormatError(InputError):
+    """A whole import file is unusable (a malformed record is reported and skipped instead)."""
+
+
+class NotFound(ThreadlineError):
+    exit_code = 3
+
+
+class UnknownConversation(NotFound):
+    def __init__(self, conversation_id: str) -> None:
+        super().__init__(
+            f"no conversation with id {conversation_id!r}",
+            hint="list conversations with: threadline conversations list",
+        )
+        self.conversation_id = conversation_id
+
+
+class UnknownBranch(NotFound):
+    def __init__(self, conversation_id: str, branch: str) -> None:
+        super().__init__(
+            f"conversation {conversation_id} has no branch {branch!r}",
+            hint=f"list its branches with: threadline conversations show {conversation_id}",
+        )
+
+
+class UnknownItem(NotFound):
+    def __init__(self, conversation_id: str, seq: int) -> None:
+        super().__init__(
+            f"conversation {conversation_id} has no item {seq}",
+            hint=f"see item numbers with: threadline conversations show {conversation_id}",
+        )
+
+
+class UnknownCall(NotFound):
+    def __init__(self, call_id: str) -> None:
+        super().__init__(
+            f"no model call with id {call_id!r}",
+            hint="list a conversation's calls with: threadline calls list CONVERSATION",
+        )
+
+
+class StoreError(ThreadlineError):
+    exit_code = 4
+
+
+class NotAThreadlineDatabase(StoreError):
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(
+            f"{path} is not a threadline database ({detail}); it was not modified",
+            hint="point THREADLINE_HOME at a threadline data directory, or move the file away",
+        )
+
+
+class SchemaTooNew(StoreError):
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        super().__init__(
+            f"{path} has schema version {found}, newer than this threadline supports "
+            f"({supported}); it was not modified",
+            hint="upgrade threadline (pip install -U threadline) to open this database",
+        )
+
+
+class StoreReadOnly(StoreError):
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(
+            f"cannot write to {path} ({detail}); nothing was saved",
+            hint="make the directory writable, or set THREADLINE_HOME to a writable directory",
+        )
+
+
+class ConflictError(ThreadlineError):
+    exit_code = 5
+
+
+class TurnSuperseded(ConflictError):
+    def __init__(self, conversation_id: str, branch: str, expected: int | None, found: int | None):
+        super().__init__(
+            f"branch {branch!r} of {conversation_id} moved while the turn ran "
+            f"(expected head {expected}, found {found}); the reply was not appended",
+            hint="send the message again; it will be answered against the newer history",
+        )
+        self.expected = expected
+        self.found = found
+
+
+class ModelError(ThreadlineError):
+    exit_code = 6
+
+
+class ModelUnavailable(ModelError):
+    pass
+
+
+class ContextWindowExceeded(ModelError):
+    def __init__(self, prompt_tokens: int, window: int, reserved: int) -> None:
+        super().__init__(
+            f"the request is {prompt_tokens:,} tokens; with {reserved:,} reserved for the reply it "
+            f"does not fit the model's {window:,}-token context window",
+            hint="fork the conversation from an earlier item, or start a new one with --new",
+        )
+        self.prompt_tokens = prompt_tokens
+        self.window = window
+
+
+class ModelCallFailed(ModelError):
+    def __init__(self, call_id: str, cause: BaseException) -> None:
+        super().__init__(
+            f"the model call failed ({type(cause).__name__}: {cause}); "
+            f"the turn is recorded as failed in call {call_id}",
+            hint="retry with the same --client-msg-id; the message will not be duplicated",
+        )
+        self.call_id = call_id
+        self.cause = cause

@@ -1,0 +1,1 @@
+"""Moving conversations in and out of threadline."""

@@ -1,0 +1,191 @@
+"""Items: the append-only records a conversation is made of.
+
+An item is one row of the log, keyed ``(conversation_id, seq)``. Its content is canonical JSON
+(sorted keys, no insignificant whitespace, UTF-8), and its hash chains the content to the
+parent item's hash, tagged with the algorithm (``b2:`` is BLAKE2b-256), so a branch can be
+re-verified end to end and two identical histories hash identically wherever they live.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from threadline.errors import InputError
+
+HASH_PREFIX = "b2:"
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+class ItemKind(StrEnum):
+    USER = "user_message"
+    ASSISTANT = "assistant_message"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    NOTE = "note"
+    COMPACTION = "compaction"
+
+
+# Required content fields per kind, and their JSON types. Extra fields are allowed and kept.
+_REQUIRED: dict[ItemKind, dict[str, type | tuple[type, ...]]] = {
+    ItemKind.USER: {"text": str},
+    ItemKind.ASSISTANT: {"text": str},
+    ItemKind.TOOL_CALL: {"call_id": str, "name": str, "arguments": dict},
+    ItemKind.TOOL_RESULT: {"call_id": str, "output": str},
+    ItemKind.NOTE: {"text": str},
+    ItemKind.COMPACTION: {"summary": str, "through_seq": int},
+}
+
+
+def canonical_json(value: Any) -> str:
+    """The one serialisation threadline hashes and stores: stable across processes and runs."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def chain_hash(parent_hash: str | None, kind: ItemKind, content: Mapping[str, Any]) -> str:
+    """Hash of an item: its kind and canonical content, chained to its parent's hash."""
+    body = canonical_json({"parent": parent_hash, "kind": str(kind), "content": content})
+    return HASH_PREFIX + hashlib.blake2b(body.encode("utf-8"), digest_size=32).hexdigest()
+
+
+def new_id(prefix: str) -> str:
+    """A time-ordered unique id (ULID layout: 48-bit milliseconds + 80 random bits)."""
+    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = [_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5)]
+    return prefix + "".join(chars).lower()
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def validate_content(kind: ItemKind, content: Mapping[str, Any]) -> None:
+    """Raise InputError unless ``content`` has the fields ``kind`` requires and is valid JSON."""
+    for name, expected in _REQUIRED[kind].items():
+        value = content.get(name)
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise InputError(f"a {kind} item needs a {name!r} field of type "
+                             f"{getattr(expected, '__name__', expected)}; got {value!r:.60}")
+    try:
+        canonical_json(content)
+    except (TypeError, ValueError) as err:
+        raise InputError(f"a {kind} item's content is not JSON-serialisable: {err}") from err
+
+
+@dataclass(frozen=True)
+class NewItem:
+    """An item not yet appended: what a caller hands to the store."""
+
+    kind: ItemKind
+    content: Mapping[str, Any]
+    client_msg_id: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_content(self.kind, self.content)
+
+    @classmethod
+    def user(cls, text: str, *, client_msg_id: str | None = None) -> NewItem:
+        return cls(ItemKind.USER, {"text": text}, client_msg_id)
+
+    @classmethod
+    def assistant(cls, text: str) -> NewItem:
+        return cls(ItemKind.ASSISTANT, {"text": text})
+
+    @classmethod
+    def tool_call(cls, call_id: str, name: str, arguments: Mapping[str, Any]) -> NewItem:
+        return cls(ItemKind.TOOL_CALL, {"call_id": call_id, "name": name,
+                                        "arguments": dict(arguments)})
+
+    @classmethod
+    def tool_result(cls, call_id: str, output: str, *, is_error: bool = False) -> NewItem:
+        return cls(ItemKind.TOOL_RESULT, {"call_id": call_id, "output": output,
+                                          "is_error": is_error})
+
+    @classmethod
+    def note(cls, text: str, **extra: Any) -> NewItem:
+        return cls(ItemKind.NOTE, {"text": text, **extra})
+
+
+@dataclass(frozen=True)
+class Item:
+    """An appended item, as read back from the store."""
+
+    conversation_id: str
+    seq: int
+    branch: str
+    parent_seq: int | None
+    turn: int
+    kind: ItemKind
+    content: Mapping[str, Any]
+    hash: str
+    created_at: datetime
+    client_msg_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The item's human-readable text, whatever its kind."""
+        for name in ("text", "output", "summary"):
+            value = self.content.get(name)
+            if isinstance(value, str):
+                return value
+        if self.kind is ItemKind.TOOL_CALL:
+            return f"{self.content['name']}({canonical_json(self.content['arguments'])})"
+        return canonical_json(self.content)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "seq": self.seq,
+            "branch": self.branch,
+            "parent_seq": self.parent_seq,
+            "turn": self.turn,
+            "kind": str(self.kind),
+            "content": dict(self.content),
+            "hash": self.hash,
+            "created_at": format_time(self.created_at),
+            "client_msg_id": self.client_msg_id,
+        }
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    created_at: datetime
+    title: str | None = None
+    system: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "created_at": format_time(self.created_at), "title": self.title,
+                "system": self.system, "metadata": dict(self.metadata)}
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A line of history. ``main`` has no fork point; a fork grows from ``fork_seq``."""
+
+    conversation_id: str
+    name: str
+    created_at: datetime
+    parent: str | None = None
+    fork_seq: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "parent": self.parent, "fork_seq": self.fork_seq,
+                "created_at": format_time(self.created_at)}

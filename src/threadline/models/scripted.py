@@ -1,0 +1,79 @@
+"""A deterministic model for tests, demos and dry runs.
+
+It replies from a queue (``enqueue``), or else with a fixed rule, streams word by word, can be
+told to fail, and keeps a token-level prefix cache the way llama.cpp does, so prefix reuse is
+observable without a real model. Its "tokens" are words and punctuation marks.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from threadline.calls import SentRequest, Usage
+from threadline.models.base import Completion, OnText, Stopwatch, longest_common_prefix
+from threadline.request import Request
+
+_TOKEN = re.compile(r"\w+|[^\w\s]|\s+")
+
+
+def scripted_tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def render_chatml(request: Request) -> str:
+    """A ChatML rendering, so the scripted prompt grows the way a real template's does."""
+    parts = [f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in request.messages]
+    return "".join(parts) + "<|im_start|>assistant\n"
+
+
+def echo_reply(request: Request) -> str:
+    users = [m for m in request.messages if m.role == "user"]
+    last = users[-1].content if users else ""
+    return f"(scripted reply {len(users)}) You said: {' '.join(last.split())[:200]}"
+
+
+class ScriptedModel:
+    model_id = "scripted"
+
+    def __init__(self, replies: Iterable[str | BaseException] = (), *,
+                 default: Callable[[Request], str] = echo_reply,
+                 first_token_delay_s: float = 0.0, token_delay_s: float = 0.0) -> None:
+        self._queue: deque[str | BaseException] = deque(replies)
+        self._default = default
+        self.first_token_delay_s = first_token_delay_s
+        self.token_delay_s = token_delay_s
+        self._evaluated: list[str] = []  # what the "KV cache" holds: last prompt + reply
+        self.requests: list[Request] = []
+
+    def enqueue(self, *replies: str | BaseException) -> None:
+        self._queue.extend(replies)
+
+    def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
+        watch = Stopwatch()
+        self.requests.append(request)
+        prompt = render_chatml(request)
+        tokens = scripted_tokens(prompt)
+        sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
+                           prompt=prompt)
+        reply = self._queue.popleft() if self._queue else self._default(request)
+        if isinstance(reply, BaseException):
+            self._evaluated = []
+            raise reply
+        cached = min(longest_common_prefix(self._evaluated, tokens), max(len(tokens) - 1, 0))
+        self._evaluated = tokens
+        time.sleep(self.first_token_delay_s)
+        pieces = scripted_tokens(reply)
+        for piece in pieces:
+            watch.first_token()
+            if on_text is not None:
+                on_text(piece)
+            if self.token_delay_s:
+                time.sleep(self.token_delay_s)
+        self._evaluated = tokens + pieces
+        usage = Usage(prompt_tokens=len(tokens), cached_tokens=cached,
+                      completion_tokens=len(pieces))
+        return Completion(text=reply, sent=sent, usage=usage, timings=watch.timings(),
+                          finish_reason="stop")

@@ -1,0 +1,94 @@
+"""Typed settings, read once from the environment (and overridden by CLI options)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+
+import platformdirs
+
+from threadline.errors import InputError
+
+
+class Durability(StrEnum):
+    """How hard a commit tries to reach the disk before it is acknowledged.
+
+    FULL    fsync on every commit (SQLite ``synchronous=FULL`` in WAL mode). An acknowledged
+            turn survives a process crash, an OS crash and power loss. The default.
+    NORMAL  fsync at WAL checkpoints only. Survives a process crash; an OS crash or power loss
+            can drop the most recent acknowledged turns, never corrupting the file.
+    OFF     no fsync at all. Fast; an OS crash or power loss can lose recent turns and may
+            corrupt the database. For throwaway data, tests and benchmarks.
+    """
+
+    FULL = "full"
+    NORMAL = "normal"
+    OFF = "off"
+
+
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    durability: Durability = Durability.FULL
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    model: str = "local"
+    model_path: Path | None = None
+    threads: int | None = None  # None: every core the process may use
+    system_prompt: str | None = None
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "threadline.db"
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+        home = environ.get("THREADLINE_HOME") or platformdirs.user_data_dir("threadline")
+        settings = cls(home=Path(home).expanduser())
+        if value := environ.get("THREADLINE_DURABILITY"):
+            settings = settings.with_(durability=parse_durability(value))
+        if value := environ.get("THREADLINE_MAX_MESSAGE_BYTES"):
+            settings = settings.with_(max_message_bytes=_positive_int(
+                "THREADLINE_MAX_MESSAGE_BYTES", value))
+        if value := environ.get("THREADLINE_MODEL"):
+            settings = settings.with_(model=value)
+        if value := environ.get("THREADLINE_MODEL_PATH"):
+            settings = settings.with_(model_path=Path(value).expanduser())
+        if value := environ.get("THREADLINE_THREADS"):
+            settings = settings.with_(threads=_positive_int("THREADLINE_THREADS", value))
+        if value := environ.get("THREADLINE_SYSTEM_PROMPT"):
+            settings = settings.with_(system_prompt=value)
+        return settings
+
+
+def parse_durability(value: str) -> Durability:
+    try:
+        return Durability(value.lower())
+    except ValueError:
+        choices = ", ".join(d.value for d in Durability)
+        raise InputError(f"unknown durability {value!r}; choose one of: {choices}") from None
+
+
+def _positive_int(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise InputError(f"{name} must be a positive integer; got {value!r}")
+    return number
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

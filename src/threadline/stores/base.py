@@ -1,0 +1,131 @@
+"""The Store protocol: the durable, append-only log every backend implements.
+
+All writes go through one method, :meth:`Store.commit`, and one commit is one transaction: it
+may create the conversation or a branch, appends items (each chained to its parent by hash),
+and records a model call. A commit carries the branch head it was computed against; if the
+head has moved, nothing is written and :class:`~threadline.errors.TurnSuperseded` is raised.
+
+``stores/conformance.py`` states this behaviour as tests any backend can run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from threadline.calls import ModelCall
+from threadline.items import Branch, Conversation, Item, NewItem, format_time
+
+MAIN = "main"
+
+
+@dataclass(frozen=True)
+class NewConversation:
+    id: str
+    title: str | None = None
+    system: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewBranch:
+    """Create ``name`` as a fork that grows from item ``from_seq`` (kept intact where it is);
+    with ``from_seq`` None, a new root: a branch that shares no history."""
+
+    name: str
+    from_seq: int | None
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One transaction against one branch of one conversation.
+
+    ``expected_head`` is the seq of the branch head the caller computed against (None for an
+    empty branch); set ``check_head=False`` only for writes that append no items.
+    ``call_reply_index`` names the item in ``items`` that is the recorded call's reply.
+    """
+
+    conversation_id: str
+    created_at: datetime
+    branch: str = MAIN
+    expected_head: int | None = None
+    check_head: bool = True
+    items: Sequence[NewItem] = ()
+    call: ModelCall | None = None
+    call_reply_index: int | None = None
+    create: NewConversation | None = None
+    fork: NewBranch | None = None
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    items: list[Item]
+    call: ModelCall | None = None
+    branch: Branch | None = None  # set when the commit created a branch
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    conversation: Conversation
+    items: int
+    turns: int
+    branches: int
+    calls: int
+    updated_at: datetime
+    first_message: str | None
+
+    @property
+    def title(self) -> str:
+        if self.conversation.title:
+            return self.conversation.title
+        text = " ".join((self.first_message or "").split())
+        return text if len(text) <= 60 else text[:59] + "…"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.conversation.to_json(), "title": self.title, "items": self.items,
+                "turns": self.turns, "branches": self.branches, "calls": self.calls,
+                "updated_at": format_time(self.updated_at)}
+
+
+class Store(Protocol):
+    """A durable conversation log. Every method either completes or changes nothing."""
+
+    path: str  # where the data lives, for messages
+
+    def commit(self, commit: Commit) -> CommitResult: ...
+
+    def conversation(self, conversation_id: str) -> Conversation: ...
+
+    def conversations(self, *, limit: int | None = None) -> list[ConversationSummary]:
+        """Newest activity first."""
+        ...
+
+    def summary(self, conversation_id: str) -> ConversationSummary: ...
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Remove a conversation with its branches, items and calls."""
+        ...
+
+    def branches(self, conversation_id: str) -> list[Branch]: ...
+
+    def head(self, conversation_id: str, branch: str = MAIN) -> Item | None:
+        """The newest item on a branch (for a fresh fork, the item it grows from)."""
+        ...
+
+    def history(self, conversation_id: str, branch: str = MAIN) -> list[Item]:
+        """Every item on a branch, root first, including what it inherited from its parents."""
+        ...
+
+    def item(self, conversation_id: str, seq: int) -> Item: ...
+
+    def find_client_message(self, client_msg_id: str) -> Item | None: ...
+
+    def call(self, call_id: str) -> ModelCall: ...
+
+    def calls(self, conversation_id: str, *, branch: str | None = None) -> list[ModelCall]:
+        """Calls in the order they were made. Listing omits requests (``request`` is None)."""
+        ...
+
+    def close(self) -> None: ...

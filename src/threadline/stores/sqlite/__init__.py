@@ -1,0 +1,5 @@
+"""SQLite backend: the embedded default."""
+
+from threadline.stores.sqlite.store import SQLiteStore
+
+__all__ = ["SQLiteStore"]

@@ -1,0 +1,423 @@
+"""The embedded default store: one SQLite file in WAL mode.
+
+One connection per store, serialised by a lock; every commit is one ``BEGIN IMMEDIATE``
+transaction, so concurrent writers (threads or processes) queue on SQLite's write lock and the
+version check inside the transaction sees the latest head.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
+from threadline.errors import (
+    ClientMessageConflict,
+    InputError,
+    StoreError,
+    StoreReadOnly,
+    TurnSuperseded,
+    UnknownBranch,
+    UnknownCall,
+    UnknownConversation,
+    UnknownItem,
+)
+from threadline.items import (
+    Branch,
+    Conversation,
+    Item,
+    ItemKind,
+    canonical_json,
+    chain_hash,
+    format_time,
+    parse_time,
+)
+from threadline.settings import Durability
+from threadline.stores import delta
+from threadline.stores.base import (
+    MAIN,
+    Commit,
+    CommitResult,
+    ConversationSummary,
+)
+from threadline.stores.sqlite.schema import check_file, current_version, migrate
+
+_SYNCHRONOUS = {Durability.FULL: "FULL", Durability.NORMAL: "NORMAL", Durability.OFF: "OFF"}
+_ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
+                 "created_at, client_msg_id")
+_CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
+                 "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
+                 "started_at, error")
+_NO_LIMIT = 2**62
+
+
+class SQLiteStore:
+    """A :class:`~threadline.stores.base.Store` over one SQLite file."""
+
+    def __init__(self, path: str | os.PathLike[str], *,
+                 durability: Durability = Durability.FULL, busy_timeout_s: float = 30.0) -> None:
+        file = Path(path)
+        self.path = str(file)
+        self.durability = durability
+        self._lock = threading.RLock()
+        self._requests: OrderedDict[str, SentRequest] = OrderedDict()  # full requests, by call
+        check_file(file)
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreReadOnly(str(file.parent), err.strerror or str(err)) from err
+        self._conn = self._open(file, busy_timeout_s)
+
+    def _open(self, file: Path, busy_timeout_s: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(file, isolation_level=None, check_same_thread=False,
+                               timeout=busy_timeout_s)
+        try:
+            current_version(conn, file)  # refuses foreign and newer files before any write
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal":
+                raise StoreReadOnly(self.path, f"could not switch to WAL mode (got {mode})")
+            conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[self.durability]}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrate(conn, file)
+        except sqlite3.OperationalError as err:
+            conn.close()
+            raise _store_error(self.path, err) from err
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as err:
+                raise _store_error(self.path, err) from err
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException as exc:
+                self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise _store_error(self.path, exc) from exc
+                raise
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as err:
+                raise _store_error(self.path, err) from err
+
+    # -- writes --------------------------------------------------------------------------
+
+    def commit(self, commit: Commit) -> CommitResult:
+        created = format_time(commit.created_at)
+        with self._transaction() as db:
+            new_branch = None
+            if commit.create is not None:
+                spec = commit.create
+                db.execute("INSERT INTO conversations (id, created_at, title, system, metadata)"
+                           " VALUES (?, ?, ?, ?, ?)", (spec.id, created, spec.title, spec.system,
+                                                       canonical_json(dict(spec.metadata))))
+                db.execute("INSERT INTO branches (conversation_id, name, created_at) "
+                           "VALUES (?, ?, ?)", (spec.id, MAIN, created))
+            elif not db.execute("SELECT 1 FROM conversations WHERE id = ?",
+                                (commit.conversation_id,)).fetchone():
+                raise UnknownConversation(commit.conversation_id)
+            if commit.fork is not None:
+                new_branch = self._insert_branch(db, commit, created)
+            head = self._head_row(db, commit.conversation_id, commit.branch)
+            head_seq = None if head is None else head[0]
+            if commit.check_head and head_seq != commit.expected_head:
+                raise TurnSuperseded(commit.conversation_id, commit.branch,
+                                     commit.expected_head, head_seq)
+            items = self._append_items(db, commit, head, created)
+            call = None
+            if commit.call is not None:
+                reply_seq = None
+                if commit.call_reply_index is not None:
+                    reply_seq = items[commit.call_reply_index].seq
+                call = self._insert_call(db, commit.call, reply_seq)
+        if call is not None and call.request is not None:
+            self._remember(call.id, call.request)
+        return CommitResult(items=items, call=call, branch=new_branch)
+
+    def _insert_branch(self, db: sqlite3.Connection, commit: Commit, created: str) -> Branch:
+        assert commit.fork is not None
+        fork = commit.fork
+        if not fork.name or fork.name != fork.name.strip() or len(fork.name) > 64:
+            raise InputError(f"invalid branch name {fork.name!r}: use 1-64 characters, "
+                             "no surrounding spaces")
+        if db.execute("SELECT 1 FROM branches WHERE conversation_id = ? AND name = ?",
+                      (commit.conversation_id, fork.name)).fetchone():
+            raise InputError(f"conversation {commit.conversation_id} already has a branch "
+                             f"named {fork.name!r}", hint="choose another name")
+        parent = None
+        if fork.from_seq is not None:
+            row = db.execute("SELECT branch FROM items WHERE conversation_id = ? AND seq = ?",
+                             (commit.conversation_id, fork.from_seq)).fetchone()
+            if row is None:
+                raise UnknownItem(commit.conversation_id, fork.from_seq)
+            parent = row[0]
+        db.execute("INSERT INTO branches (conversation_id, name, parent, fork_seq, created_at) "
+                   "VALUES (?, ?, ?, ?, ?)",
+                   (commit.conversation_id, fork.name, parent, fork.from_seq, created))
+        return Branch(commit.conversation_id, fork.name, parse_time(created), parent,
+                      fork.from_seq)
+
+    def _append_items(self, db: sqlite3.Connection, commit: Commit,
+                      head: tuple[int, str, int] | None, created: str) -> list[Item]:
+        if not commit.items:
+            return []
+        (next_seq,) = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM items "
+                                 "WHERE conversation_id = ?", (commit.conversation_id,)).fetchone()
+        parent_seq, parent_hash, turn = (None, None, 0) if head is None else head
+        out = []
+        for new in commit.items:
+            turn = turn + 1 if new.kind is ItemKind.USER else turn
+            digest = chain_hash(parent_hash, new.kind, new.content)
+            try:
+                db.execute(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                           (commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
+                            str(new.kind), canonical_json(dict(new.content)), digest, created,
+                            new.client_msg_id))
+            except sqlite3.IntegrityError as err:
+                if new.client_msg_id and "client_msg_id" in str(err):
+                    raise ClientMessageConflict(new.client_msg_id, "another message") from err
+                raise
+            out.append(Item(commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
+                            new.kind, new.content, digest, parse_time(created), new.client_msg_id))
+            parent_seq, parent_hash = next_seq, digest
+            next_seq += 1
+        return out
+
+    def _insert_call(self, db: sqlite3.Connection, call: ModelCall,
+                     reply_seq: int | None) -> ModelCall:
+        assert call.request is not None, "a recorded call carries its request"
+        base_id = self._base_call(db, call.conversation_id, call.branch)
+        base = None if base_id is None else self._request(db, base_id)
+        encoded = delta.encode(call.request, base)
+        if base is not None and not any(isinstance(encoded[f], dict) and encoded[f]["keep"]
+                                        for f in ("messages", "prompt", "tokens")):
+            base_id = None  # nothing shared: store it whole, with no chain behind it
+        db.execute(
+            "INSERT INTO model_calls (id, conversation_id, branch, turn, head_seq, reply_seq, "
+            "status, model, base_call_id, request_delta, response, prompt_tokens, cached_tokens,"
+            " completion_tokens, ttft_ms, total_ms, error, started_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (call.id, call.conversation_id, call.branch, call.turn, call.head_seq, reply_seq,
+             str(call.status), call.model, base_id, canonical_json(encoded),
+             canonical_json(dict(call.response)), call.usage.prompt_tokens,
+             call.usage.cached_tokens, call.usage.completion_tokens, call.timings.ttft_ms,
+             call.timings.total_ms, call.error, format_time(call.started_at)))
+        return replace(call, reply_seq=reply_seq)
+
+    def _base_call(self, db: sqlite3.Connection, conversation_id: str,
+                   branch: str) -> str | None:
+        row = db.execute("SELECT id FROM model_calls WHERE conversation_id = ? AND branch = ? "
+                         "ORDER BY rowid DESC LIMIT 1", (conversation_id, branch)).fetchone()
+        if row is None:
+            row = db.execute("SELECT id FROM model_calls WHERE conversation_id = ? "
+                             "ORDER BY rowid DESC LIMIT 1", (conversation_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _request(self, db: sqlite3.Connection, call_id: str) -> SentRequest:
+        cached = self._requests.get(call_id)
+        if cached is not None:
+            self._requests.move_to_end(call_id)
+            return cached
+        rows = db.execute(
+            "WITH RECURSIVE chain (id, base, delta) AS ("
+            " SELECT id, base_call_id, request_delta FROM model_calls WHERE id = ?"
+            " UNION ALL SELECT m.id, m.base_call_id, m.request_delta"
+            " FROM model_calls m JOIN chain ON m.id = chain.base)"
+            " SELECT delta FROM chain", (call_id,)).fetchall()
+        if not rows:
+            raise UnknownCall(call_id)
+        request = delta.decode([json.loads(row[0]) for row in rows])
+        self._remember(call_id, request)
+        return request
+
+    def _remember(self, call_id: str, request: SentRequest) -> None:
+        self._requests[call_id] = request
+        self._requests.move_to_end(call_id)
+        while len(self._requests) > 16:
+            self._requests.popitem(last=False)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        with self._transaction() as db:
+            ids = [r[0] for r in db.execute(
+                "SELECT id FROM model_calls WHERE conversation_id = ?", (conversation_id,))]
+            if db.execute("DELETE FROM conversations WHERE id = ?",
+                          (conversation_id,)).rowcount == 0:
+                raise UnknownConversation(conversation_id)
+        for call_id in ids:
+            self._requests.pop(call_id, None)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def conversation(self, conversation_id: str) -> Conversation:
+        rows = self._read("SELECT id, created_at, title, system, metadata FROM conversations "
+                          "WHERE id = ?", (conversation_id,))
+        if not rows:
+            raise UnknownConversation(conversation_id)
+        return _conversation(rows[0])
+
+    def conversations(self, *, limit: int | None = None) -> list[ConversationSummary]:
+        return self._summaries("", (), -1 if limit is None else limit)
+
+    def summary(self, conversation_id: str) -> ConversationSummary:
+        found = self._summaries("WHERE c.id = ?", (conversation_id,), 1)
+        if not found:
+            raise UnknownConversation(conversation_id)
+        return found[0]
+
+    def _summaries(self, where: str, params: tuple[Any, ...],
+                   limit: int) -> list[ConversationSummary]:
+        rows = self._read(
+            "SELECT c.id, c.created_at, c.title, c.system, c.metadata,"
+            " (SELECT count(*) FROM items i WHERE i.conversation_id = c.id),"
+            " (SELECT coalesce(max(turn), 0) FROM items i WHERE i.conversation_id = c.id),"
+            " (SELECT count(*) FROM branches b WHERE b.conversation_id = c.id),"
+            " (SELECT count(*) FROM model_calls m WHERE m.conversation_id = c.id),"
+            " coalesce((SELECT max(created_at) FROM items i WHERE i.conversation_id = c.id),"
+            "          c.created_at) AS updated,"
+            " (SELECT content FROM items i WHERE i.conversation_id = c.id"
+            "  AND kind = 'user_message' ORDER BY seq LIMIT 1)"
+            f" FROM conversations c {where} ORDER BY updated DESC, c.id DESC LIMIT ?",
+            (*params, limit))
+        return [ConversationSummary(
+            conversation=_conversation(row[:5]), items=row[5], turns=row[6], branches=row[7],
+            calls=row[8], updated_at=parse_time(row[9]),
+            first_message=None if row[10] is None else json.loads(row[10]).get("text"))
+            for row in rows]
+
+    def branches(self, conversation_id: str) -> list[Branch]:
+        rows = self._read("SELECT name, created_at, parent, fork_seq FROM branches "
+                          "WHERE conversation_id = ? ORDER BY created_at, name",
+                          (conversation_id,))
+        if not rows:
+            self.conversation(conversation_id)  # raises UnknownConversation
+        return [Branch(conversation_id, r[0], parse_time(r[1]), r[2], r[3]) for r in rows]
+
+    def head(self, conversation_id: str, branch: str = MAIN) -> Item | None:
+        with self._lock:
+            row = self._head_row(self._conn, conversation_id, branch)
+        return None if row is None else self.item(conversation_id, row[0])
+
+    def _head_row(self, db: sqlite3.Connection, conversation_id: str,
+                  branch: str) -> tuple[int, str, int] | None:
+        """(seq, hash, turn) of the branch head, or None for an empty branch."""
+        for name, limit in self._lineage(db, conversation_id, branch):
+            row = db.execute("SELECT seq, hash, turn FROM items WHERE conversation_id = ? AND "
+                             "branch = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                             (conversation_id, name, limit)).fetchone()
+            if row is not None:
+                return int(row[0]), str(row[1]), int(row[2])
+        return None
+
+    def _lineage(self, db: sqlite3.Connection, conversation_id: str,
+                 branch: str) -> list[tuple[str, int]]:
+        """The branch and its ancestors, each with the last seq it contributes."""
+        parents = {r[0]: (r[1], r[2]) for r in db.execute(
+            "SELECT name, parent, fork_seq FROM branches WHERE conversation_id = ?",
+            (conversation_id,))}
+        if branch not in parents:
+            if not parents:
+                raise UnknownConversation(conversation_id)
+            raise UnknownBranch(conversation_id, branch)
+        lineage, name, limit = [], branch, _NO_LIMIT
+        while name is not None:
+            lineage.append((name, limit))
+            parent, fork_seq = parents[name]
+            name, limit = parent, fork_seq
+        return lineage
+
+    def history(self, conversation_id: str, branch: str = MAIN) -> list[Item]:
+        with self._lock:
+            lineage = self._lineage(self._conn, conversation_id, branch)
+            where = " OR ".join("(branch = ? AND seq <= ?)" for _ in lineage)
+            params: list[Any] = [conversation_id]
+            for name, limit in lineage:
+                params += [name, limit]
+            rows = self._conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE "
+                                      f"conversation_id = ? AND ({where}) ORDER BY seq",
+                                      params).fetchall()
+        return [_item(row) for row in rows]
+
+    def item(self, conversation_id: str, seq: int) -> Item:
+        rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
+                          "AND seq = ?", (conversation_id, seq))
+        if not rows:
+            self.conversation(conversation_id)
+            raise UnknownItem(conversation_id, seq)
+        return _item(rows[0])
+
+    def find_client_message(self, client_msg_id: str) -> Item | None:
+        rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE client_msg_id = ?",
+                          (client_msg_id,))
+        return _item(rows[0]) if rows else None
+
+    def call(self, call_id: str) -> ModelCall:
+        rows = self._read(f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE id = ?", (call_id,))
+        if not rows:
+            raise UnknownCall(call_id)
+        with self._lock:
+            request = self._request(self._conn, call_id)
+        return _call(rows[0], request)
+
+    def calls(self, conversation_id: str, *, branch: str | None = None) -> list[ModelCall]:
+        self.conversation(conversation_id)
+        sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ?"
+        params: list[Any] = [conversation_id]
+        if branch is not None:
+            sql += " AND branch = ?"
+            params.append(branch)
+        return [_call(row, None) for row in self._read(sql + " ORDER BY rowid", params)]
+
+
+def _store_error(path: str, err: sqlite3.OperationalError) -> Exception:
+    text = str(err)
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return StoreReadOnly(path, text)
+    if "locked" in text or "busy" in text:
+        return StoreError(f"{path} stayed locked by another writer ({text})",
+                          hint="retry; if it persists, look for a stuck threadline process")
+    return StoreError(f"{path}: {text}")
+
+
+def _conversation(row: Sequence[Any]) -> Conversation:
+    return Conversation(id=row[0], created_at=parse_time(row[1]), title=row[2], system=row[3],
+                        metadata=json.loads(row[4]))
+
+
+def _item(row: Sequence[Any]) -> Item:
+    return Item(conversation_id=row[0], seq=row[1], branch=row[2], parent_seq=row[3],
+                turn=row[4], kind=ItemKind(row[5]), content=json.loads(row[6]), hash=row[7],
+                created_at=parse_time(row[8]), client_msg_id=row[9])
+
+
+def _call(row: Sequence[Any], request: SentRequest | None) -> ModelCall:
+    return ModelCall(
+        id=row[0], conversation_id=row[1], branch=row[2], turn=row[3], head_seq=row[4],
+        reply_seq=row[5], status=CallStatus(row[6]), model=row[7], request=request,
+        response=json.loads(row[8]),
+        usage=Usage(prompt_tokens=row[9], cached_tokens=row[10], completion_tokens=row[11]),
+        timings=Timings(ttft_ms=row[12], total_ms=row[13]), started_at=parse_time(row[14]),
+        error=row[15])

@@ -1,0 +1,1 @@
+"""The turn pipeline: ingest → assemble → call → commit."""

@@ -1,0 +1,74 @@
+"""Commit: append the reply and its model-call record in one transaction.
+
+The commit carries the branch head the request was assembled against; if another writer moved
+the branch meanwhile, nothing is appended and the call is recorded as superseded instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from threadline.calls import CallStatus, ModelCall, SentRequest, Usage
+from threadline.errors import TurnSuperseded
+from threadline.items import Item, NewItem, new_id
+from threadline.request import Request
+from threadline.stores.base import Commit, Store
+from threadline.turn.call import CallOutcome
+
+
+def call_record(*, head: Item, branch: str, request: Request, outcome: CallOutcome,
+                model_id: str, error: str | None = None) -> ModelCall:
+    """The record of one call. A call that failed before sending records what it meant to
+    send: the request's messages in the OpenAI shape."""
+    completion = outcome.completion
+    if outcome.error is not None:
+        error = f"{type(outcome.error).__name__}: {outcome.error}"
+    ok = completion is not None and error is None
+    return ModelCall(
+        id=new_id("call_"),
+        conversation_id=head.conversation_id,
+        branch=branch,
+        turn=head.turn,
+        head_seq=head.seq,
+        reply_seq=None,
+        status=CallStatus.OK if ok else CallStatus.FAILED,
+        model=completion.sent.model if completion else model_id,
+        request=completion.sent if completion else SentRequest(
+            model=model_id, messages=tuple(request.openai_messages())),
+        response=completion.response_json() if completion else {},
+        usage=completion.usage if completion else Usage(),
+        timings=outcome.timings,
+        started_at=outcome.started_at,
+        error=error,
+    )
+
+
+def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
+                 outcome: CallOutcome, model_id: str,
+                 clock: Callable[[], datetime]) -> tuple[Item, ModelCall]:
+    assert outcome.completion is not None
+    call = call_record(head=head, branch=branch, request=request, outcome=outcome,
+                       model_id=model_id)
+    try:
+        result = store.commit(Commit(
+            conversation_id=head.conversation_id, created_at=clock(), branch=branch,
+            expected_head=head.seq, items=[NewItem.assistant(outcome.completion.text)],
+            call=call, call_reply_index=0))
+    except TurnSuperseded as err:
+        record_failure(store, head=head, branch=branch, request=request, outcome=outcome,
+                       model_id=model_id, clock=clock, error=f"superseded: {err.message}")
+        raise
+    assert result.call is not None
+    return result.items[0], result.call
+
+
+def record_failure(store: Store, *, head: Item, branch: str, request: Request,
+                   outcome: CallOutcome, model_id: str, clock: Callable[[], datetime],
+                   error: str | None = None) -> ModelCall:
+    call = call_record(head=head, branch=branch, request=request, outcome=outcome,
+                       model_id=model_id, error=error)
+    result = store.commit(Commit(conversation_id=head.conversation_id, created_at=clock(),
+                                 branch=branch, check_head=False, call=call))
+    assert result.call is not None
+    return result.call

@@ -1,0 +1,120 @@
+"""Ingest: validate the user's message and make it durable before any model is called.
+
+A message carrying a client message id that was seen before is not written again: ingest
+returns the first message (and its reply, if the turn completed), so a retried send from a
+flaky client never creates a second turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from threadline.errors import (
+    ClientMessageConflict,
+    EmptyMessage,
+    InputError,
+    InvalidEncoding,
+    MessageTooLarge,
+    TurnSuperseded,
+)
+from threadline.items import Item, ItemKind, NewItem, new_id
+from threadline.stores.base import Commit, NewConversation, Store
+
+_APPEND_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Ingested:
+    conversation_id: str
+    branch: str
+    message: Item
+    created: bool            # False when the client message id had been seen before
+    reply: Item | None = None  # the finished turn's reply, for a retried send
+
+
+def decode_utf8(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidEncoding(where, err) from err
+
+
+def validate_text(text: str, *, max_bytes: int) -> str:
+    """The message as it will be stored, or an InputError saying what is wrong with it."""
+    if not text.strip():
+        raise EmptyMessage()
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as err:
+        raise InputError(f"the message contains a character that is not valid Unicode "
+                         f"(at offset {err.start}); nothing was saved",
+                         hint="check how the text was decoded") from err
+    if size > max_bytes:
+        raise MessageTooLarge(size, max_bytes)
+    return text
+
+
+def turn_reply(history: list[Item], message: Item) -> Item | None:
+    """The final assistant reply of the turn ``message`` started, if the turn completed."""
+    reply = None
+    for item in history:
+        if item.seq > message.seq and item.turn == message.turn \
+                and item.kind is ItemKind.ASSISTANT:
+            reply = item
+    return reply
+
+
+def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes: int,
+           conversation_id: str | None = None, branch: str = "main",
+           client_msg_id: str | None = None, system: str | None = None) -> Ingested:
+    text = validate_text(text, max_bytes=max_bytes)
+    if client_msg_id is not None:
+        if not client_msg_id.strip() or len(client_msg_id) > 200:
+            raise InputError(f"invalid client message id {client_msg_id!r}: use 1-200 "
+                             "characters, e.g. a UUID")
+        seen = _seen(store, text, conversation_id, branch, client_msg_id)
+        if seen is not None:
+            return seen
+    if conversation_id is None:
+        conversation_id = new_id("c_")
+        result = store.commit(Commit(
+            conversation_id=conversation_id, created_at=clock(), branch="main",
+            create=NewConversation(conversation_id, system=system),
+            expected_head=None, items=[NewItem.user(text, client_msg_id=client_msg_id)]))
+        return Ingested(conversation_id, "main", result.items[0], created=True)
+    for attempt in range(_APPEND_ATTEMPTS):
+        head = store.head(conversation_id, branch)
+        try:
+            result = store.commit(Commit(
+                conversation_id=conversation_id, created_at=clock(), branch=branch,
+                expected_head=None if head is None else head.seq,
+                items=[NewItem.user(text, client_msg_id=client_msg_id)]))
+        except TurnSuperseded:
+            if attempt == _APPEND_ATTEMPTS - 1:
+                raise
+            continue  # another writer appended first; queue behind it
+        except ClientMessageConflict:
+            assert client_msg_id is not None
+            seen = _seen(store, text, conversation_id, branch, client_msg_id)
+            if seen is None:
+                raise
+            return seen  # a concurrent retry of the same send won the race
+        return Ingested(conversation_id, branch, result.items[0], created=True)
+    raise AssertionError("unreachable")
+
+
+def _seen(store: Store, text: str, conversation_id: str | None, branch: str,
+          client_msg_id: str) -> Ingested | None:
+    message = store.find_client_message(client_msg_id)
+    if message is None:
+        return None
+    if conversation_id is not None and message.conversation_id != conversation_id:
+        raise ClientMessageConflict(client_msg_id, f"a message in conversation "
+                                    f"{message.conversation_id}")
+    if message.kind is not ItemKind.USER or message.text != text:
+        raise ClientMessageConflict(client_msg_id, f"a different message (item {message.seq})")
+    history = store.history(message.conversation_id, message.branch)
+    return Ingested(message.conversation_id, message.branch, message, created=False,
+                    reply=turn_reply(history, message))
