@@ -45,22 +45,23 @@ def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
     if once is None and (as_json or client_msg_id):
         raise click.UsageError("--json and --client-msg-id need --once")
     settings = ctx.settings
-    store = ctx.store()
-    if conversation_id is not None:
-        store.conversation(conversation_id)  # unknown ids fail before the model loads
-        store.head(conversation_id, branch)  # and so do unknown branches
+    text = None
     if once is not None:
         text = decode_utf8(sys.stdin.buffer.read(), "standard input") if once == "-" else once
         validate_text(text, max_bytes=settings.max_message_bytes)
-        engine = Engine(store, ctx.model(model_name), system=system or settings.system_prompt,
-                        max_message_bytes=settings.max_message_bytes)
+    model = ctx.model(model_name)  # a missing model fails before the store is touched
+    store = ctx.store()
+    if conversation_id is not None:
+        store.conversation(conversation_id)
+        store.head(conversation_id, branch)  # unknown branches fail here, not mid-turn
+    engine = Engine(store, model, system=system or settings.system_prompt,
+                    max_message_bytes=settings.max_message_bytes)
+    if text is not None:
         _once(engine, text, conversation_id, branch, client_msg_id, as_json)
         return
     if conversation_id is None and not new:
         latest = store.conversations(limit=1)
         conversation_id = latest[0].conversation.id if latest else None
-    engine = Engine(store, ctx.model(model_name), system=system or settings.system_prompt,
-                    max_message_bytes=settings.max_message_bytes)
     click.get_current_context().exit(_Session(engine, conversation_id, branch).run())
 
 

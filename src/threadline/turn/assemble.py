@@ -47,7 +47,7 @@ def _since_last_compaction(history: Sequence[Item]) -> list[Item]:
         marker = history[index]
         if marker.kind is ItemKind.COMPACTION:
             through = marker.content["through_seq"]
-            return [marker] + [i for i in history[index + 1 :] if i.seq > through]
+            return [marker] + [i for i in history if i.seq > through and i is not marker]
     return list(history)
 
 

@@ -57,6 +57,8 @@ def current_version(conn: sqlite3.Connection, path: Path) -> int:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         tables = {row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.OperationalError:
+        raise  # cannot open or read (permissions, locks): the caller says which
     except sqlite3.DatabaseError as err:
         raise NotAThreadlineDatabase(str(path), str(err)) from err
     if app_id not in (0, APPLICATION_ID):

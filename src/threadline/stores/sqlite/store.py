@@ -132,6 +132,8 @@ class SQLiteStore:
             new_branch = None
             if commit.create is not None:
                 spec = commit.create
+                if db.execute("SELECT 1 FROM conversations WHERE id = ?", (spec.id,)).fetchone():
+                    raise InputError(f"a conversation with id {spec.id!r} already exists")
                 db.execute("INSERT INTO conversations (id, created_at, title, system, metadata)"
                            " VALUES (?, ?, ?, ?, ?)", (spec.id, created, spec.title, spec.system,
                                                        canonical_json(dict(spec.metadata))))

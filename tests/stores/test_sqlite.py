@@ -1,0 +1,105 @@
+"""SQLite specifics: recognising foreign files, migrations, durability settings."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from threadline.errors import InputError, NotAThreadlineDatabase, SchemaTooNew
+from threadline.items import NewItem, utc_now
+from threadline.settings import Durability
+from threadline.stores.base import Commit, NewConversation
+from threadline.stores.sqlite import SQLiteStore
+from threadline.stores.sqlite.schema import APPLICATION_ID, migrations
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_migrations_are_numbered_one_to_n() -> None:
+    found = migrations()
+    assert [m.version for m in found] == list(range(1, len(found) + 1))
+    assert all(m.name and m.sql.strip() for m in found)
+
+
+def test_open_applies_every_migration_and_marks_the_file(tmp_path: Path) -> None:
+    SQLiteStore(tmp_path / "t.db").close()
+    conn = sqlite3.connect(tmp_path / "t.db")
+    versions = [row[0] for row in conn.execute("SELECT version FROM threadline_migrations")]
+    assert versions == [m.version for m in migrations()]
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.mark.parametrize(("durability", "level"),
+                         [(Durability.FULL, 2), (Durability.NORMAL, 1), (Durability.OFF, 0)])
+def test_durability_sets_synchronous(tmp_path: Path, durability: Durability,
+                                     level: int) -> None:
+    store = SQLiteStore(tmp_path / "t.db", durability=durability)
+    try:
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == level
+    finally:
+        store.close()
+
+
+def test_the_default_durability_survives_power_loss(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    try:
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    finally:
+        store.close()
+
+
+def test_a_file_that_is_not_sqlite_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    path.write_bytes(b"this is a text file, not a database\n" * 20)
+    before = _digest(path)
+    with pytest.raises(NotAThreadlineDatabase, match="not an SQLite file"):
+        SQLiteStore(path)
+    assert _digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.db"]
+
+
+def test_another_applications_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('mine')")
+    conn.commit()
+    conn.close()
+    before = _digest(path)
+    with pytest.raises(NotAThreadlineDatabase, match="without threadline's tables"):
+        SQLiteStore(path)
+    assert _digest(path) == before
+
+
+def test_a_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    SQLiteStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode = DELETE")  # fold the WAL in, so one file tells all
+    conn.execute("INSERT INTO threadline_migrations VALUES (999, 'from_the_future', 'x')")
+    conn.commit()
+    conn.close()
+    before = _digest(path)
+    with pytest.raises(SchemaTooNew, match="schema version 999"):
+        SQLiteStore(path)
+    assert _digest(path) == before
+
+
+def test_a_commit_that_fails_leaves_no_trace(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    try:
+        with pytest.raises(InputError, match="already exists"):
+            # the same conversation id twice: the second create must roll back entirely
+            for _ in range(2):
+                store.commit(Commit(conversation_id="c_same", created_at=utc_now(),
+                                    create=NewConversation("c_same"),
+                                    items=[NewItem.user("hello")]))
+        assert [i.text for i in store.history("c_same")] == ["hello"]
+    finally:
+        store.close()

@@ -1,0 +1,85 @@
+"""Assembly is a pure function of state: same items in, same request out, in a fixed order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from threadline.items import Item, ItemKind, chain_hash
+from threadline.request import SegmentKind, Stability, ToolSpec
+from threadline.turn.assemble import assemble
+
+_T = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def _items(*specs: tuple[ItemKind, dict]) -> list[Item]:
+    out: list[Item] = []
+    parent_hash, turn = None, 0
+    for seq, (kind, content) in enumerate(specs, start=1):
+        turn += kind is ItemKind.USER
+        digest = chain_hash(parent_hash, kind, content)
+        out.append(Item("c_x", seq, "main", seq - 1 or None, turn, kind, content, digest, _T))
+        parent_hash = digest
+    return out
+
+
+HISTORY = _items(
+    (ItemKind.USER, {"text": "What's the weather in Oslo?"}),
+    (ItemKind.TOOL_CALL, {"call_id": "t1", "name": "weather", "arguments": {"city": "Oslo"}}),
+    (ItemKind.TOOL_CALL, {"call_id": "t2", "name": "time", "arguments": {"tz": "CET"}}),
+    (ItemKind.TOOL_RESULT, {"call_id": "t1", "output": "4°C, rain", "is_error": False}),
+    (ItemKind.TOOL_RESULT, {"call_id": "t2", "output": "14:02", "is_error": False}),
+    (ItemKind.NOTE, {"text": "operator: checked"}),
+    (ItemKind.ASSISTANT, {"text": "4°C and raining at 14:02."}),
+    (ItemKind.USER, {"text": "And tomorrow?"}),
+)
+
+
+def test_snapshot_of_a_tool_using_conversation() -> None:
+    request = assemble(HISTORY, system="You are terse.")
+    assert request.openai_messages() == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "What's the weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "t1", "type": "function",
+             "function": {"name": "weather", "arguments": '{"city":"Oslo"}'}},
+            {"id": "t2", "type": "function",
+             "function": {"name": "time", "arguments": '{"tz":"CET"}'}}]},
+        {"role": "tool", "content": "4°C, rain", "tool_call_id": "t1"},
+        {"role": "tool", "content": "14:02", "tool_call_id": "t2"},
+        {"role": "assistant", "content": "4°C and raining at 14:02."},
+        {"role": "user", "content": "And tomorrow?"},
+    ]
+
+
+def test_segments_come_in_stability_order() -> None:
+    request = assemble(HISTORY, system="s")
+    assert [(s.kind, s.stability) for s in request.segments] == [
+        (SegmentKind.TOOLS, Stability.DEPLOY), (SegmentKind.SYSTEM, Stability.CONVERSATION),
+        (SegmentKind.HISTORY, Stability.CONVERSATION), (SegmentKind.CURRENT, Stability.TURN)]
+    current = request.segment(SegmentKind.CURRENT)
+    assert current is not None and [m.content for m in current.messages] == ["And tomorrow?"]
+    assert [m.seq for m in request.messages] == [None, 1, 2, 4, 5, 7, 8]
+
+
+def test_tools_are_sorted_by_name_whatever_order_they_come_in() -> None:
+    tools = [ToolSpec("zeta", "z"), ToolSpec("alpha", "a"), ToolSpec("mid", "m")]
+    assert [t.name for t in assemble(HISTORY, tools=tools).tools] == ["alpha", "mid", "zeta"]
+    assert assemble(HISTORY, tools=tools) == assemble(HISTORY, tools=list(reversed(tools)))
+
+
+def test_assembly_is_deterministic_and_appending_only_extends_it() -> None:
+    assert assemble(HISTORY, system="s") == assemble(list(HISTORY), system="s")
+    shorter = assemble(HISTORY[:7], system="s").openai_messages()
+    longer = assemble(HISTORY, system="s").openai_messages()
+    assert longer[: len(shorter)] == shorter
+
+
+def test_a_compaction_marker_stands_in_for_what_it_covers() -> None:
+    marker = Item("c_x", 9, "main", 8, 2, ItemKind.COMPACTION,
+                  {"summary": "Weather in Oslo: 4°C, rain.", "through_seq": 7}, "b2:0", _T)
+    request = assemble([*HISTORY, marker])
+    assert request.openai_messages() == [
+        {"role": "user", "content": "Summary of the conversation so far:\n"
+                                    "Weather in Oslo: 4°C, rain."},
+        {"role": "user", "content": "And tomorrow?"},
+    ]
