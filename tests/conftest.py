@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,3 +26,12 @@ def model() -> ScriptedModel:
 @pytest.fixture
 def engine(store: SQLiteStore, model: ScriptedModel) -> Engine:
     return Engine(store, model)
+
+
+def require_llama_cpp() -> None:
+    """Skip without llama-cpp-python, except where the suite promises the real model runs
+    (scripts/test sets THREADLINE_REQUIRE_LOCAL_MODEL=1): there, its absence is a failure."""
+    if os.environ.get("THREADLINE_REQUIRE_LOCAL_MODEL") == "1":
+        import llama_cpp  # noqa: F401
+    else:
+        pytest.importorskip("llama_cpp", reason="install the local extra: scripts/bootstrap")

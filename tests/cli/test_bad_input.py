@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Invoke, snapshot
+from tests.conftest import require_llama_cpp
 
 
 @pytest.fixture
@@ -111,7 +112,7 @@ def test_an_unreadable_or_corrupt_model_file(tl: Invoke, home: Path, seeded: str
     _refused(run, 6, "is not a GGUF model")
     truncated = tmp_path / "truncated.gguf"
     truncated.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 64)
-    pytest.importorskip("llama_cpp")  # the local extra is installed by scripts/test
+    require_llama_cpp()
     run = tl("chat", "--once", "hi", "--model", "local", "--conversation", seeded,
              env={"THREADLINE_MODEL_PATH": str(truncated)})
     _refused(run, 6, "could not load")

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_llama_cpp
 from threadline.engine import Engine
 from threadline.errors import ContextWindowExceeded
 from threadline.stores.sqlite import SQLiteStore
 
-pytest.importorskip("llama_cpp", reason="the local extra is installed by scripts/test")
+require_llama_cpp()
 from threadline.models.llamacpp import LlamaCppModel, Sampling  # noqa: E402
 
 pytestmark = pytest.mark.local_model
