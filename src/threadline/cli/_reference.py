@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-
 _WIDTH = 100  # fixed, so the text does not depend on the terminal it is generated in
 
 

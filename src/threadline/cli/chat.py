@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import click
@@ -88,6 +89,9 @@ class _Session:
         self.branch = branch
         self.rejected = 0
         self.interactive = sys.stdin.isatty()
+        if self.interactive:
+            with contextlib.suppress(ImportError):
+                import readline  # noqa: F401  (line editing and up-arrow recall for input())
 
     def run(self) -> int:
         self._banner()
