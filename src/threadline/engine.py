@@ -27,7 +27,7 @@ from threadline.models.base import ModelBackend, OnText
 from threadline.request import Request, ToolSpec
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import MAIN, Commit, NewBranch, Store
-from threadline.turn.assemble import assemble
+from threadline.turn.assemble import MessageMemo, assemble
 from threadline.turn.call import call_model
 from threadline.turn.commit import commit_reply, record_failure
 from threadline.turn.ingest import ingest, validate_text
@@ -67,6 +67,7 @@ class Engine:
         self.tools = tuple(tools)
         self.max_message_bytes = max_message_bytes
         self.clock = clock
+        self._memo = MessageMemo()
 
     def run_turn(self, text: str, *, conversation_id: str | None = None, branch: str = MAIN,
                  client_msg_id: str | None = None, on_text: OnText | None = None) -> TurnResult:
@@ -127,7 +128,7 @@ class Engine:
         effects)."""
         conversation = self.store.conversation(conversation_id)
         return assemble(self.store.history(conversation_id, branch),
-                        system=conversation.system, tools=self.tools)
+                        system=conversation.system, tools=self.tools, memo=self._memo)
 
     # -- steps ---------------------------------------------------------------------------
 

@@ -44,15 +44,26 @@ _REQUIRED: dict[ItemKind, dict[str, type | tuple[type, ...]]] = {
 }
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)  # stateless: one instance serves every call
+
+
 def canonical_json(value: Any) -> str:
     """The one serialisation threadline hashes and stores: stable across processes and runs."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    return _CANONICAL.encode(value)
 
 
 def chain_hash(parent_hash: str | None, kind: ItemKind, content: Mapping[str, Any]) -> str:
-    """Hash of an item: its kind and canonical content, chained to its parent's hash."""
-    body = canonical_json({"parent": parent_hash, "kind": str(kind), "content": content})
+    """Hash of an item: BLAKE2b-256 over the canonical JSON of
+    ``{"content": …, "kind": …, "parent": …}``, tagged ``b2:``."""
+    return chain_hash_json(parent_hash, kind, canonical_json(content))
+
+
+def chain_hash_json(parent_hash: str | None, kind: ItemKind, content_json: str) -> str:
+    """:func:`chain_hash` for content already in canonical JSON (the bytes are identical:
+    canonical JSON of a dict embeds its values' canonical JSON)."""
+    body = (f'{{"content":{content_json},"kind":{canonical_json(str(kind))},'
+            f'"parent":{canonical_json(parent_hash)}}}')
     return HASH_PREFIX + hashlib.blake2b(body.encode("utf-8"), digest_size=32).hexdigest()
 
 
@@ -68,22 +79,23 @@ def utc_now() -> datetime:
 
 
 def format_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """UTC with microseconds and a Z: sorts as text in time order."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_time(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return datetime.fromisoformat(text)
 
 
-def validate_content(kind: ItemKind, content: Mapping[str, Any]) -> None:
-    """Raise InputError unless ``content`` has the fields ``kind`` requires and is valid JSON."""
+def validate_content(kind: ItemKind, content: Mapping[str, Any]) -> str:
+    """The content's canonical JSON, or InputError if it lacks what ``kind`` requires."""
     for name, expected in _REQUIRED[kind].items():
         value = content.get(name)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise InputError(f"a {kind} item needs a {name!r} field of type "
                              f"{getattr(expected, '__name__', expected)}; got {value!r:.60}")
     try:
-        canonical_json(content)
+        return canonical_json(content)
     except (TypeError, ValueError) as err:
         raise InputError(f"a {kind} item's content is not JSON-serialisable: {err}") from err
 
@@ -95,9 +107,10 @@ class NewItem:
     kind: ItemKind
     content: Mapping[str, Any]
     client_msg_id: str | None = None
+    content_json: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        validate_content(self.kind, self.content)
+        object.__setattr__(self, "content_json", validate_content(self.kind, self.content))
 
     @classmethod
     def user(cls, text: str, *, client_msg_id: str | None = None) -> NewItem:

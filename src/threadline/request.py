@@ -44,9 +44,9 @@ class Message:
     seq: int | None = None
     tool_calls: tuple[ToolCallRef, ...] = ()
     tool_call_id: str | None = None
+    _openai: dict[str, Any] = field(init=False, repr=False, compare=False)
 
-    def to_openai(self) -> dict[str, Any]:
-        """The OpenAI chat-completions shape, also what chat templates expect."""
+    def __post_init__(self) -> None:
         out: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.tool_calls:
             out["tool_calls"] = [
@@ -56,7 +56,13 @@ class Message:
             ]
         if self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
-        return out
+        object.__setattr__(self, "_openai", out)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI chat-completions shape, also what chat templates expect. Built once and
+        shared: consecutive requests that reuse a message share its dict, which makes
+        comparing them a pointer check per message. Treat it as read-only."""
+        return self._openai
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from threadline.models.scripted import ScriptedModel, render_chatml, scripted_tokens
+from hypothesis import given
+from hypothesis import strategies as st
+
+from threadline.models.scripted import _TOKEN, ScriptedModel, render_chatml, scripted_tokens
 from threadline.request import Message, Request, Segment, SegmentKind, Stability
 
 
@@ -30,3 +33,11 @@ def test_it_streams_and_reports_its_prefix_cache_like_llama_cpp() -> None:
     unrelated = model.complete(_request("something else entirely"))
     # only the role header is shared
     assert unrelated.usage.cached_tokens == len(scripted_tokens("<|im_start|>user\n"))
+
+
+@given(st.lists(st.text(max_size=40), min_size=1, max_size=6))
+def test_message_by_message_tokens_equal_whole_prompt_tokens(texts: list[str]) -> None:
+    model = ScriptedModel(["ok"])
+    request = _request(*texts)
+    completion = model.complete(request)
+    assert completion.usage.prompt_tokens == len(_TOKEN.findall(render_chatml(request)))

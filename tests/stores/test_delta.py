@@ -7,8 +7,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from threadline.cache.prefix import common_prefix_len
 from threadline.calls import SentRequest
-from threadline.stores.delta import common_prefix_len, decode, encode
+from threadline.stores.delta import decode, encode
 
 _messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),
                                             "content": st.text(max_size=20)}), max_size=6)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from threadline.items import Item, ItemKind, chain_hash
 from threadline.request import SegmentKind, Stability, ToolSpec
-from threadline.turn.assemble import assemble
+from threadline.turn.assemble import MessageMemo, assemble
 
 _T = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -83,3 +83,12 @@ def test_a_compaction_marker_stands_in_for_what_it_covers() -> None:
                                     "Weather in Oslo: 4°C, rain."},
         {"role": "user", "content": "And tomorrow?"},
     ]
+
+
+def test_the_memo_changes_nothing_but_shares_messages_between_turns() -> None:
+    memo = MessageMemo()
+    first = assemble(HISTORY[:7], system="s", memo=memo)
+    second = assemble(HISTORY, system="s", memo=memo)
+    assert second == assemble(HISTORY, system="s")
+    shared = [a is b for a, b in zip(first.messages, second.messages, strict=False)]
+    assert all(shared[1:2]) and all(shared[4:])  # user and tool messages are reused

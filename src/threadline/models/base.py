@@ -54,10 +54,3 @@ class Stopwatch:
         ttft = None if self._first is None else (self._first - self._start) * 1000
         return Timings(ttft_ms=ttft, total_ms=(now - self._start) * 1000)
 
-
-def longest_common_prefix(a: Any, b: Any) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i

@@ -2,7 +2,8 @@
 
 It replies from a queue (``enqueue``), or else with a fixed rule, streams word by word, can be
 told to fail, and keeps a token-level prefix cache the way llama.cpp does, so prefix reuse is
-observable without a real model. Its "tokens" are words and punctuation marks.
+observable without a real model. Its "tokens" are words, punctuation marks and runs of
+whitespace, over a ChatML rendering of the request.
 """
 
 from __future__ import annotations
@@ -11,22 +12,29 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 
+from threadline.cache.prefix import common_prefix_len
 from threadline.calls import SentRequest, Usage
-from threadline.models.base import Completion, OnText, Stopwatch, longest_common_prefix
-from threadline.request import Request
+from threadline.models.base import Completion, OnText, Stopwatch
+from threadline.request import Message, Request
 
 _TOKEN = re.compile(r"\w+|[^\w\s]|\s+")
+_GENERATION_PROMPT = "<|im_start|>assistant\n"
 
 
-def scripted_tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text)
+@lru_cache(maxsize=65_536)
+def scripted_tokens(text: str) -> tuple[str, ...]:
+    return tuple(_TOKEN.findall(text))
+
+
+def _render(message: Message) -> str:
+    return f"<|im_start|>{message.role}\n{message.content}<|im_end|>\n"
 
 
 def render_chatml(request: Request) -> str:
     """A ChatML rendering, so the scripted prompt grows the way a real template's does."""
-    parts = [f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in request.messages]
-    return "".join(parts) + "<|im_start|>assistant\n"
+    return "".join(_render(m) for m in request.messages) + _GENERATION_PROMPT
 
 
 def echo_reply(request: Request) -> str:
@@ -54,18 +62,21 @@ class ScriptedModel:
     def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
         watch = Stopwatch()
         self.requests.append(request)
-        prompt = render_chatml(request)
-        tokens = scripted_tokens(prompt)
+        parts = [_render(m) for m in request.messages] + [_GENERATION_PROMPT]
+        prompt = "".join(parts)
+        # each rendered message ends in a newline and the next starts with "<", so tokenizing
+        # message by message gives the same tokens as tokenizing the whole prompt
+        tokens = [token for part in parts for token in scripted_tokens(part)]
         sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
                            prompt=prompt)
         reply = self._queue.popleft() if self._queue else self._default(request)
         if isinstance(reply, BaseException):
             self._evaluated = []
             raise reply
-        cached = min(longest_common_prefix(self._evaluated, tokens), max(len(tokens) - 1, 0))
+        cached = min(common_prefix_len(self._evaluated, tokens), max(len(tokens) - 1, 0))
         self._evaluated = tokens
         time.sleep(self.first_token_delay_s)
-        pieces = scripted_tokens(reply)
+        pieces = list(scripted_tokens(reply))
         for piece in pieces:
             watch.first_token()
             if on_text is not None:

@@ -43,7 +43,8 @@ class Commit:
     """One transaction against one branch of one conversation.
 
     ``expected_head`` is the seq of the branch head the caller computed against (None for an
-    empty branch); set ``check_head=False`` only for writes that append no items.
+    empty branch); ``check_head=False`` appends after whatever the head is, for writes that
+    depend on nothing in the branch (a new user message, a failed call's record).
     ``call_reply_index`` names the item in ``items`` that is the recorded call's reply.
     """
 

@@ -212,6 +212,19 @@ class StoreConformance:
                                 expected_head=1, fork=NewBranch("x", 1)))
         assert [b.name for b in store.branches(cid)] == [MAIN, "x"]
 
+    def test_a_failed_fork_leaves_no_branch_behind(self, store: Store) -> None:
+        cid = _create(store, NewItem.user("1"), NewItem.assistant("2"))
+        with pytest.raises(TurnSuperseded):
+            store.commit(Commit(conversation_id=cid, created_at=_T0, branch="f",
+                                fork=NewBranch("f", 1), expected_head=2,
+                                items=[NewItem.user("x")]))
+        with pytest.raises(UnknownBranch):
+            store.history(cid, "f")
+        with pytest.raises(UnknownBranch):
+            store.commit(Commit(conversation_id=cid, created_at=_T0, branch="f",
+                                expected_head=1, items=[NewItem.user("x")]))
+        assert [b.name for b in store.branches(cid)] == [MAIN]
+
     # -- model calls ---------------------------------------------------------------------
 
     def test_a_call_is_recorded_with_its_reply_in_one_commit(self, store: Store) -> None:

@@ -12,24 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from threadline.cache.prefix import common_prefix_len
 from threadline.calls import SentRequest
 from threadline.errors import StoreError
 
 _FIELDS = ("messages", "prompt", "tokens")
-_CHUNK = 4096
-
-
-def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """Length of the longest common prefix, comparing in chunks so long strings stay fast."""
-    n = min(len(a), len(b))
-    start = 0
-    while start < n and a[start : start + _CHUNK] == b[start : start + _CHUNK]:
-        start += _CHUNK
-    end = min(start + _CHUNK, n)
-    i = start
-    while i < end and a[i] == b[i]:
-        i += 1
-    return min(i, n)
 
 
 def _field(request: SentRequest, name: str) -> str | list[Any] | None:

@@ -7,7 +7,7 @@ model saw at any step can be rebuilt and snapshot-tested. Order, most stable fir
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from threadline.items import Item, ItemKind
 from threadline.request import (
@@ -21,9 +21,32 @@ from threadline.request import (
 )
 
 
+class MessageMemo:
+    """Messages already built for log items, reused on later turns.
+
+    An item never changes, so the message built for it never does either; reusing the same
+    object turn after turn saves rebuilding the history and lets the store compare consecutive
+    requests by identity instead of by content. Bounded: past ``capacity`` it starts over.
+    """
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._messages: dict[tuple[str, int, str], Message] = {}
+
+    def message(self, item: Item, build: Callable[[Item], Message]) -> Message:
+        key = (item.conversation_id, item.seq, item.hash)
+        found = self._messages.get(key)
+        if found is None:
+            if len(self._messages) >= self.capacity:
+                self._messages.clear()
+            found = self._messages[key] = build(item)
+        return found
+
+
 def assemble(history: Sequence[Item], *, system: str | None = None,
-             tools: Sequence[ToolSpec] = ()) -> Request:
-    """The request for the next model call on a branch whose items are ``history``."""
+             tools: Sequence[ToolSpec] = (), memo: MessageMemo | None = None) -> Request:
+    """The request for the next model call on a branch whose items are ``history``.
+    ``memo`` only saves work: the request is the same with or without it."""
     view = _since_last_compaction(history)
     current: list[Item] = []
     if view and view[-1].kind is ItemKind.USER:
@@ -34,8 +57,8 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
         segments=(
             Segment(SegmentKind.TOOLS, Stability.DEPLOY),
             Segment(SegmentKind.SYSTEM, Stability.CONVERSATION, system_messages),
-            Segment(SegmentKind.HISTORY, Stability.CONVERSATION, _messages(view)),
-            Segment(SegmentKind.CURRENT, Stability.TURN, _messages(current)),
+            Segment(SegmentKind.HISTORY, Stability.CONVERSATION, _messages(view, memo)),
+            Segment(SegmentKind.CURRENT, Stability.TURN, _messages(current, memo)),
         ),
     )
 
@@ -51,31 +74,37 @@ def _since_last_compaction(history: Sequence[Item]) -> list[Item]:
     return list(history)
 
 
-def _messages(items: Sequence[Item]) -> tuple[Message, ...]:
+def _message(item: Item) -> Message:
+    """The message a single item becomes (tool calls are merged by ``_messages``)."""
+    match item.kind:
+        case ItemKind.USER:
+            return Message("user", item.content["text"], item.seq)
+        case ItemKind.ASSISTANT:
+            return Message("assistant", item.content["text"], item.seq)
+        case ItemKind.TOOL_RESULT:
+            return Message("tool", item.content["output"], item.seq,
+                           tool_call_id=item.content["call_id"])
+        case ItemKind.COMPACTION:
+            return Message("user", "Summary of the conversation so far:\n"
+                           + item.content["summary"], item.seq)
+    raise AssertionError(f"{item.kind} items do not map to one message")
+
+
+def _messages(items: Sequence[Item], memo: MessageMemo | None) -> tuple[Message, ...]:
     out: list[Message] = []
     for item in items:
-        match item.kind:
-            case ItemKind.USER:
-                out.append(Message("user", item.content["text"], item.seq))
-            case ItemKind.ASSISTANT:
-                out.append(Message("assistant", item.content["text"], item.seq))
-            case ItemKind.TOOL_CALL:
-                call = ToolCallRef(item.content["call_id"], item.content["name"],
-                                   item.content["arguments"])
-                previous = out[-1] if out else None
-                if previous is not None and previous.role == "assistant" \
-                        and previous.tool_calls:
-                    # parallel calls from one model response travel in one message
-                    out[-1] = Message("assistant", previous.content, previous.seq,
-                                      previous.tool_calls + (call,))
-                else:
-                    out.append(Message("assistant", "", item.seq, (call,)))
-            case ItemKind.TOOL_RESULT:
-                out.append(Message("tool", item.content["output"], item.seq,
-                                   tool_call_id=item.content["call_id"]))
-            case ItemKind.COMPACTION:
-                out.append(Message("user", "Summary of the conversation so far:\n"
-                                   + item.content["summary"], item.seq))
-            case ItemKind.NOTE:
-                pass  # notes annotate the log; the model does not see them
+        if item.kind is ItemKind.NOTE:
+            continue  # notes annotate the log; the model does not see them
+        if item.kind is ItemKind.TOOL_CALL:
+            call = ToolCallRef(item.content["call_id"], item.content["name"],
+                               item.content["arguments"])
+            previous = out[-1] if out else None
+            if previous is not None and previous.role == "assistant" and previous.tool_calls:
+                # parallel calls from one model response travel in one message
+                out[-1] = Message("assistant", previous.content, previous.seq,
+                                  previous.tool_calls + (call,))
+            else:
+                out.append(Message("assistant", "", item.seq, (call,)))
+            continue
+        out.append(_message(item) if memo is None else memo.message(item, _message))
     return tuple(out)

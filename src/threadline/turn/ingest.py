@@ -17,12 +17,9 @@ from threadline.errors import (
     InputError,
     InvalidEncoding,
     MessageTooLarge,
-    TurnSuperseded,
 )
 from threadline.items import Item, ItemKind, NewItem, new_id
 from threadline.stores.base import Commit, NewConversation, Store
-
-_APPEND_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -84,25 +81,20 @@ def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes:
             create=NewConversation(conversation_id, system=system),
             expected_head=None, items=[NewItem.user(text, client_msg_id=client_msg_id)]))
         return Ingested(conversation_id, "main", result.items[0], created=True)
-    for attempt in range(_APPEND_ATTEMPTS):
-        head = store.head(conversation_id, branch)
-        try:
-            result = store.commit(Commit(
-                conversation_id=conversation_id, created_at=clock(), branch=branch,
-                expected_head=None if head is None else head.seq,
-                items=[NewItem.user(text, client_msg_id=client_msg_id)]))
-        except TurnSuperseded:
-            if attempt == _APPEND_ATTEMPTS - 1:
-                raise
-            continue  # another writer appended first; queue behind it
-        except ClientMessageConflict:
-            assert client_msg_id is not None
-            seen = _seen(store, text, conversation_id, branch, client_msg_id)
-            if seen is None:
-                raise
-            return seen  # a concurrent retry of the same send won the race
-        return Ingested(conversation_id, branch, result.items[0], created=True)
-    raise AssertionError("unreachable")
+    try:
+        # a new message depends on nothing already in the branch: it goes after whatever the
+        # head is when the transaction runs, so concurrent senders queue rather than conflict
+        result = store.commit(Commit(
+            conversation_id=conversation_id, created_at=clock(), branch=branch,
+            check_head=False, items=[NewItem.user(text, client_msg_id=client_msg_id)]))
+    except ClientMessageConflict:
+        if client_msg_id is None:
+            raise
+        seen = _seen(store, text, conversation_id, branch, client_msg_id)
+        if seen is None:
+            raise
+        return seen  # a concurrent retry of the same send won the race
+    return Ingested(conversation_id, branch, result.items[0], created=True)
 
 
 def _seen(store: Store, text: str, conversation_id: str | None, branch: str,

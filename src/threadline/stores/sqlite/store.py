@@ -36,7 +36,7 @@ from threadline.items import (
     Item,
     ItemKind,
     canonical_json,
-    chain_hash,
+    chain_hash_json,
     format_time,
     parse_time,
 )
@@ -57,6 +57,8 @@ _CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status
                  "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
                  "started_at, error")
 _NO_LIMIT = 2**62
+_REMEMBERED_BRANCHES = 32
+_REMEMBERED_BYTES = 64 * 2**20  # roughly: a few very long conversations, many short ones
 
 
 class SQLiteStore:
@@ -68,7 +70,10 @@ class SQLiteStore:
         self.path = str(file)
         self.durability = durability
         self._lock = threading.RLock()
-        self._requests: OrderedDict[str, SentRequest] = OrderedDict()  # full requests, by call
+        # the newest full request per (conversation, branch), and each branch's lineage
+        self._requests: OrderedDict[tuple[str, str], tuple[str, SentRequest]] = OrderedDict()
+        self._lineages: dict[tuple[str, str], list[tuple[str, int]]] = {}
+        self._new_lineages: dict[tuple[str, str], list[tuple[str, int]]] = {}  # uncommitted
         check_file(file)
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
@@ -108,11 +113,14 @@ class SQLiteStore:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as err:
                 raise _store_error(self.path, err) from err
+            self._new_lineages.clear()
             try:
                 yield self._conn
                 self._conn.execute("COMMIT")
+                self._lineages.update(self._new_lineages)  # only what is now committed
             except BaseException as exc:
                 self._conn.execute("ROLLBACK")
+                self._new_lineages.clear()
                 if isinstance(exc, sqlite3.OperationalError):
                     raise _store_error(self.path, exc) from exc
                 raise
@@ -139,25 +147,27 @@ class SQLiteStore:
                                                        canonical_json(dict(spec.metadata))))
                 db.execute("INSERT INTO branches (conversation_id, name, created_at) "
                            "VALUES (?, ?, ?)", (spec.id, MAIN, created))
-            elif not db.execute("SELECT 1 FROM conversations WHERE id = ?",
-                                (commit.conversation_id,)).fetchone():
-                raise UnknownConversation(commit.conversation_id)
             if commit.fork is not None:
                 new_branch = self._insert_branch(db, commit, created)
-            head = self._head_row(db, commit.conversation_id, commit.branch)
+            last_seq, head = self._write_position(db, commit.conversation_id, commit.branch)
             head_seq = None if head is None else head[0]
             if commit.check_head and head_seq != commit.expected_head:
                 raise TurnSuperseded(commit.conversation_id, commit.branch,
                                      commit.expected_head, head_seq)
-            items = self._append_items(db, commit, head, created)
-            call = None
-            if commit.call is not None:
-                reply_seq = None
-                if commit.call_reply_index is not None:
-                    reply_seq = items[commit.call_reply_index].seq
-                call = self._insert_call(db, commit.call, reply_seq)
+            try:
+                items = self._append_items(db, commit, last_seq + 1, head, created)
+                call = None
+                if commit.call is not None:
+                    reply_seq = None
+                    if commit.call_reply_index is not None:
+                        reply_seq = items[commit.call_reply_index].seq
+                    call = self._insert_call(db, commit.call, reply_seq)
+            except sqlite3.IntegrityError as err:
+                if "FOREIGN KEY" in str(err):  # deleted by another handle meanwhile
+                    raise UnknownConversation(commit.conversation_id) from err
+                raise
         if call is not None and call.request is not None:
-            self._remember(call.id, call.request)
+            self._remember(call, call.request)
         return CommitResult(items=items, call=call, branch=new_branch)
 
     def _insert_branch(self, db: sqlite3.Connection, commit: Commit, created: str) -> Branch:
@@ -183,28 +193,25 @@ class SQLiteStore:
         return Branch(commit.conversation_id, fork.name, parse_time(created), parent,
                       fork.from_seq)
 
-    def _append_items(self, db: sqlite3.Connection, commit: Commit,
+    def _append_items(self, db: sqlite3.Connection, commit: Commit, next_seq: int,
                       head: tuple[int, str, int] | None, created: str) -> list[Item]:
-        if not commit.items:
-            return []
-        (next_seq,) = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM items "
-                                 "WHERE conversation_id = ?", (commit.conversation_id,)).fetchone()
         parent_seq, parent_hash, turn = (None, None, 0) if head is None else head
+        moment = parse_time(created)
         out = []
         for new in commit.items:
             turn = turn + 1 if new.kind is ItemKind.USER else turn
-            digest = chain_hash(parent_hash, new.kind, new.content)
+            digest = chain_hash_json(parent_hash, new.kind, new.content_json)
             try:
                 db.execute(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                            (commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
-                            str(new.kind), canonical_json(dict(new.content)), digest, created,
+                            str(new.kind), new.content_json, digest, created,
                             new.client_msg_id))
             except sqlite3.IntegrityError as err:
                 if new.client_msg_id and "client_msg_id" in str(err):
                     raise ClientMessageConflict(new.client_msg_id, "another message") from err
                 raise
             out.append(Item(commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
-                            new.kind, new.content, digest, parse_time(created), new.client_msg_id))
+                            new.kind, new.content, digest, moment, new.client_msg_id))
             parent_seq, parent_hash = next_seq, digest
             next_seq += 1
         return out
@@ -212,8 +219,16 @@ class SQLiteStore:
     def _insert_call(self, db: sqlite3.Connection, call: ModelCall,
                      reply_seq: int | None) -> ModelCall:
         assert call.request is not None, "a recorded call carries its request"
-        base_id = self._base_call(db, call.conversation_id, call.branch)
-        base = None if base_id is None else self._request(db, base_id)
+        # any earlier call of the conversation is a correct base; the newest one on the branch
+        # is usually the best, and this handle usually still holds it
+        remembered = self._requests.get((call.conversation_id, call.branch))
+        base_id: str | None
+        base: SentRequest | None
+        if remembered is not None:
+            base_id, base = remembered
+        else:
+            base_id = self._base_call(db, call.conversation_id, call.branch)
+            base = None if base_id is None else self._request(db, base_id)
         encoded = delta.encode(call.request, base)
         if base is not None and not any(isinstance(encoded[f], dict) and encoded[f]["keep"]
                                         for f in ("messages", "prompt", "tokens")):
@@ -232,6 +247,8 @@ class SQLiteStore:
 
     def _base_call(self, db: sqlite3.Connection, conversation_id: str,
                    branch: str) -> str | None:
+        """The call a new request is stored against: the branch's last, else the
+        conversation's last (a fork's first call usually shares its parent's prefix)."""
         row = db.execute("SELECT id FROM model_calls WHERE conversation_id = ? AND branch = ? "
                          "ORDER BY rowid DESC LIMIT 1", (conversation_id, branch)).fetchone()
         if row is None:
@@ -240,10 +257,9 @@ class SQLiteStore:
         return None if row is None else str(row[0])
 
     def _request(self, db: sqlite3.Connection, call_id: str) -> SentRequest:
-        cached = self._requests.get(call_id)
-        if cached is not None:
-            self._requests.move_to_end(call_id)
-            return cached
+        for cached_id, request in self._requests.values():
+            if cached_id == call_id:
+                return request
         rows = db.execute(
             "WITH RECURSIVE chain (id, base, delta) AS ("
             " SELECT id, base_call_id, request_delta FROM model_calls WHERE id = ?"
@@ -252,25 +268,28 @@ class SQLiteStore:
             " SELECT delta FROM chain", (call_id,)).fetchall()
         if not rows:
             raise UnknownCall(call_id)
-        request = delta.decode([json.loads(row[0]) for row in rows])
-        self._remember(call_id, request)
-        return request
+        return delta.decode([json.loads(row[0]) for row in rows])
 
-    def _remember(self, call_id: str, request: SentRequest) -> None:
-        self._requests[call_id] = request
-        self._requests.move_to_end(call_id)
-        while len(self._requests) > 16:
+    def _remember(self, call: ModelCall, request: SentRequest) -> None:
+        """Keep the newest request of each recently used branch: the next call on that branch
+        is encoded against it without decoding the chain."""
+        key = (call.conversation_id, call.branch)
+        self._requests[key] = (call.id, request)
+        self._requests.move_to_end(key)
+        while len(self._requests) > 1 and (
+                len(self._requests) > _REMEMBERED_BRANCHES
+                or sum(_size(r) for _, r in self._requests.values()) > _REMEMBERED_BYTES):
             self._requests.popitem(last=False)
 
     def delete_conversation(self, conversation_id: str) -> None:
         with self._transaction() as db:
-            ids = [r[0] for r in db.execute(
-                "SELECT id FROM model_calls WHERE conversation_id = ?", (conversation_id,))]
             if db.execute("DELETE FROM conversations WHERE id = ?",
                           (conversation_id,)).rowcount == 0:
                 raise UnknownConversation(conversation_id)
-        for call_id in ids:
-            self._requests.pop(call_id, None)
+        for key in [k for k in self._requests if k[0] == conversation_id]:
+            del self._requests[key]
+        for key in [k for k in self._lineages if k[0] == conversation_id]:
+            del self._lineages[key]
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -320,8 +339,29 @@ class SQLiteStore:
 
     def head(self, conversation_id: str, branch: str = MAIN) -> Item | None:
         with self._lock:
-            row = self._head_row(self._conn, conversation_id, branch)
-        return None if row is None else self.item(conversation_id, row[0])
+            for name, limit in self._lineage(self._conn, conversation_id, branch):
+                row = self._conn.execute(
+                    f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND "
+                    "branch = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                    (conversation_id, name, limit)).fetchone()
+                if row is not None:
+                    return _item(row)
+        return None
+
+    def _write_position(self, db: sqlite3.Connection, conversation_id: str,
+                        branch: str) -> tuple[int, tuple[int, str, int] | None]:
+        """The conversation's last seq and the branch head's (seq, hash, turn), read in one
+        statement when the branch has items of its own (the common case)."""
+        lineage = self._lineage(db, conversation_id, branch)
+        name, limit = lineage[0]
+        row = db.execute(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM items WHERE conversation_id = ?1),"
+            " h.seq, h.hash, h.turn FROM (SELECT 1) LEFT JOIN (SELECT seq, hash, turn FROM items"
+            " WHERE conversation_id = ?1 AND branch = ?2 AND seq <= ?3"
+            " ORDER BY seq DESC LIMIT 1) AS h", (conversation_id, name, limit)).fetchone()
+        if row[1] is not None:
+            return int(row[0]), (int(row[1]), str(row[2]), int(row[3]))
+        return int(row[0]), self._head_row(db, conversation_id, branch)
 
     def _head_row(self, db: sqlite3.Connection, conversation_id: str,
                   branch: str) -> tuple[int, str, int] | None:
@@ -336,7 +376,13 @@ class SQLiteStore:
 
     def _lineage(self, db: sqlite3.Connection, conversation_id: str,
                  branch: str) -> list[tuple[str, int]]:
-        """The branch and its ancestors, each with the last seq it contributes."""
+        """The branch and its ancestors, each with the last seq it contributes. A branch never
+        changes once created, so this is cached until the conversation is deleted."""
+        cached = self._lineages.get((conversation_id, branch))
+        if cached is None and db.in_transaction:
+            cached = self._new_lineages.get((conversation_id, branch))
+        if cached is not None:
+            return cached
         parents = {r[0]: (r[1], r[2]) for r in db.execute(
             "SELECT name, parent, fork_seq FROM branches WHERE conversation_id = ?",
             (conversation_id,))}
@@ -349,6 +395,8 @@ class SQLiteStore:
             lineage.append((name, limit))
             parent, fork_seq = parents[name]
             name, limit = parent, fork_seq
+        target = self._new_lineages if db.in_transaction else self._lineages
+        target[(conversation_id, branch)] = lineage
         return lineage
 
     def history(self, conversation_id: str, branch: str = MAIN) -> list[Item]:
@@ -402,6 +450,11 @@ def _store_error(path: str, err: sqlite3.OperationalError) -> Exception:
         return StoreError(f"{path} stayed locked by another writer ({text})",
                           hint="retry; if it persists, look for a stuck threadline process")
     return StoreError(f"{path}: {text}")
+
+
+def _size(request: SentRequest) -> int:
+    """A rough memory estimate: the prompt, plus a few hundred bytes per message and token."""
+    return len(request.prompt or "") + 300 * len(request.messages) + 30 * len(request.tokens or ())
 
 
 def _conversation(row: Sequence[Any]) -> Conversation:

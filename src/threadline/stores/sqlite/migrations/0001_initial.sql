@@ -25,11 +25,14 @@ CREATE TABLE items (
     kind            TEXT NOT NULL,
     content         TEXT NOT NULL,     -- canonical JSON
     hash            TEXT NOT NULL,     -- algorithm-tagged, chained to the parent's hash
-    client_msg_id   TEXT UNIQUE,
+    client_msg_id   TEXT,
     created_at      TEXT NOT NULL,
     PRIMARY KEY (conversation_id, seq)
 );
 CREATE INDEX items_by_branch ON items (conversation_id, branch, seq);
+-- partial: most items carry no client id, and they cost no index entry
+CREATE UNIQUE INDEX items_by_client_msg_id ON items (client_msg_id)
+    WHERE client_msg_id IS NOT NULL;
 
 CREATE TABLE model_calls (
     id                TEXT PRIMARY KEY,

@@ -1,0 +1,1 @@
+"""Prefix reuse: how much of a request repeats the one before it."""
