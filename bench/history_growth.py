@@ -12,9 +12,12 @@ order rotates each round). Per turn, timed separately with ``perf_counter``:
   history cost   ``store.history()`` + ``assemble()``. Not part of the store target: it grows
                  with length by design until compaction exists.
 
-The scripted model's ``complete`` runs outside both timings. The first call on a history with
-no recorded call yet has no base request to delta against, so its request is stored whole; that
-happens in the warm-up and is reported apart. Bytes on disk are database + WAL
+The request is recorded in two shapes, each its own run: ``messages`` (provider-shaped
+messages only, as an HTTP backend records a call) and ``rendered`` (messages plus the rendered
+prompt text, as llama.cpp and the scripted model record it; at 10,000 turns that prompt is
+~10 MB). The scripted model's ``complete`` runs outside both timings. The first call on a
+history with no recorded call yet has no base request to delta against, so its request is
+stored whole; that happens in the warm-up and is reported apart. Bytes on disk are database + WAL
 after ``PRAGMA wal_checkpoint(TRUNCATE)``: in total per turn, and the growth per timed turn.
 
 Part 2: LangGraph. The same N turns (default 500) on one thread, alternating turn by turn:
@@ -37,6 +40,7 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from threadline.engine import Engine
@@ -83,8 +87,8 @@ def build(path: Path, turns: int, batch_turns: int = 500) -> str:
     return cid
 
 
-def one_turn(store: SQLiteStore, cid: str, n: int,
-             memo: MessageMemo | None = None) -> tuple[float, float]:
+def one_turn(store: SQLiteStore, cid: str, n: int, memo: MessageMemo | None = None,
+             shape: str = "rendered") -> tuple[float, float]:
     """(store seconds, history+assemble seconds) of one turn; the model is not timed.
     ``memo`` is the per-engine message memo the Engine passes to assemble."""
     t0 = time.perf_counter()
@@ -94,6 +98,8 @@ def one_turn(store: SQLiteStore, cid: str, n: int,
     request = assemble(store.history(cid), system=None, memo=memo)
     t2 = time.perf_counter()
     completion = ScriptedModel([text_of("reply", n)]).complete(request)
+    if shape == "messages":
+        completion = replace(completion, sent=replace(completion.sent, prompt=None))
     outcome = CallOutcome(started_at=utc_now(), timings=completion.timings, completion=completion)
     t3 = time.perf_counter()
     commit_reply(store, head=got.message, branch="main", request=request, outcome=outcome,
@@ -102,15 +108,16 @@ def one_turn(store: SQLiteStore, cid: str, n: int,
     return (t1 - t0) + (t4 - t3), t2 - t1
 
 
-def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: int) -> dict:
+def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: int,
+           shape: str) -> dict:
     runs = {}
     for length in lengths:
-        path = tmp / f"growth-{length}.db"
+        path = tmp / f"growth-{shape}-{length}.db"
         cid = build(path, length)
         built = disk_bytes(path)
         store = SQLiteStore(path)  # default durability: full
         memo = MessageMemo()
-        first = [one_turn(store, cid, length + i, memo)[0] for i in range(warmup)]
+        first = [one_turn(store, cid, length + i, memo, shape)[0] for i in range(warmup)]
         runs[length] = {"path": path, "cid": cid, "store": store, "memo": memo, "store_s": [],
                         "history_s": [], "before": disk_bytes(path), "built": built,
                         "first": first[0] if first else None}
@@ -120,7 +127,7 @@ def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: i
             run = runs[length]
             for i in range(start, min(start + round_size, turns)):
                 store_s, history_s = one_turn(run["store"], run["cid"], length + warmup + i,
-                                              run["memo"])
+                                              run["memo"], shape)
                 run["store_s"].append(store_s)
                 run["history_s"].append(history_s)
     out = {}
@@ -139,7 +146,7 @@ def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: i
             "warmup_bytes": run["before"] - run["built"]}
     lo, hi = out[str(min(lengths))], out[str(max(lengths))]
     ratio = hi["store_median_ms"] / lo["store_median_ms"]
-    return {"turns_timed": turns, "warmup": warmup, "by_length": out,
+    return {"shape": shape, "turns_timed": turns, "warmup": warmup, "by_length": out,
             "store_ratio_longest_vs_shortest": ratio, "target_met": ratio <= TARGET_RATIO}
 
 
@@ -216,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="untimed turns per length")
     parser.add_argument("--round", type=int, default=5, help="turns per length per round")
     parser.add_argument("--lg-turns", type=int, default=500, help="turns in the LangGraph part")
+    parser.add_argument("--shapes", default="messages,rendered",
+                        help="request shapes to record: messages, rendered, or both")
     parser.add_argument("--no-langgraph", action="store_true", help="skip part 2")
     parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -226,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {"benchmark": "history_growth", "sqlite_version": sqlite3.sqlite_version,
                     "target_ratio": TARGET_RATIO}
     with tempfile.TemporaryDirectory(prefix="tl-bench-growth-") as tmp:
-        report["growth"] = growth(Path(tmp), lengths, args.turns, args.warmup, args.round)
+        report["growth"] = [growth(Path(tmp), lengths, args.turns, args.warmup, args.round,
+                                   shape) for shape in args.shapes.split(",")]
         try:
             if not args.no_langgraph:
                 report["langgraph"] = versus_langgraph(Path(tmp), args.lg_turns)
@@ -235,22 +245,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    g = report["growth"]
-    print(f"store overhead per turn (ingest + commit_reply + call record), durability full, "
-          f"{g['turns_timed']} timed turns per length")
-    print(f"{'turns':>7} {'median ms':>10} {'p90 ms':>8} {'B/turn total':>13} "
-          f"{'B/timed turn':>13} | {'history+assemble ms (not in target)':>35}")
-    for length, row in g["by_length"].items():
-        print(f"{length:>7} {row['store_median_ms']:>10.3f} {row['store_p90_ms']:>8.3f} "
-              f"{row['bytes_per_turn_total']:>13.0f} {row['bytes_per_timed_turn']:>13.0f} | "
-              f"{row['history_assemble_median_ms']:>35.3f}")
-    for length, row in g["by_length"].items():
-        if row["first_warmup_store_ms"] is not None:
-            print(f"  {length}: first (warm-up) call, request stored whole: store "
-                  f"{row['first_warmup_store_ms']:.1f} ms, warm-up {row['warmup_bytes']} B")
-    verdict = "met" if g["target_met"] else "MISSED"
-    print(f"ratio longest/shortest store cost: {g['store_ratio_longest_vs_shortest']:.2f} "
-          f"(target <= {TARGET_RATIO}: {verdict})")
+    for g in report["growth"]:
+        print(f"store overhead per turn (ingest + commit_reply + call record), durability full,"
+              f" {g['turns_timed']} timed turns per length, request shape: {g['shape']}")
+        print(f"{'turns':>7} {'median ms':>10} {'p90 ms':>8} {'B/turn total':>13} "
+              f"{'B/timed turn':>13} | {'history+assemble ms (not in target)':>35}")
+        for length, row in g["by_length"].items():
+            print(f"{length:>7} {row['store_median_ms']:>10.3f} {row['store_p90_ms']:>8.3f} "
+                  f"{row['bytes_per_turn_total']:>13.0f} {row['bytes_per_timed_turn']:>13.0f} |"
+                  f" {row['history_assemble_median_ms']:>35.3f}")
+        for length, row in g["by_length"].items():
+            if row["first_warmup_store_ms"] is not None:
+                print(f"  {length}: first (warm-up) call, request stored whole: store "
+                      f"{row['first_warmup_store_ms']:.1f} ms, warm-up {row['warmup_bytes']} B")
+        verdict = "met" if g["target_met"] else "MISSED"
+        print(f"ratio longest/shortest store cost: {g['store_ratio_longest_vs_shortest']:.2f} "
+              f"(target <= {TARGET_RATIO}: {verdict})\n")
     if "langgraph_skipped" in report:
         print(report["langgraph_skipped"])
     if "langgraph" in report:

@@ -125,8 +125,8 @@ class _Session:
             return
         history = self.engine.store.history(self.conversation_id, self.branch)
         turns = history[-1].turn if history else 0
-        click.echo(f"continuing {self.conversation_id} (branch {self.branch}, {turns} turns; "
-                   "--new starts another)", err=True)
+        click.echo(f"continuing {self.conversation_id} (branch {self.branch}, {turns} "
+                   f"turn{'' if turns == 1 else 's'}; --new starts another)", err=True)
         for item in history[-4:]:
             if item.kind in (ItemKind.USER, ItemKind.ASSISTANT):
                 who = "you" if item.kind is ItemKind.USER else "model"
