@@ -15,6 +15,7 @@ from threadline.cli._common import Context
 from threadline.cli.calls import calls
 from threadline.cli.chat import chat
 from threadline.cli.conversations import conversations
+from threadline.cli.cost import cost
 from threadline.cli.importer import import_
 from threadline.errors import ThreadlineError
 from threadline.settings import Settings
@@ -46,6 +47,7 @@ def cli(ctx: click.Context, home: Path | None) -> None:
 
 cli.add_command(chat)
 cli.add_command(conversations)
+cli.add_command(cost)
 cli.add_command(calls)
 cli.add_command(import_)
 

@@ -1,0 +1,76 @@
+"""``threadline cost simulate|profiles``: price a conversation before it happens."""
+
+from __future__ import annotations
+
+import click
+
+from threadline.cache.pricing import profile, profiles
+from threadline.cache.simulate import Scenario, simulate
+from threadline.cli._common import emit_json, table
+
+
+@click.group()
+def cost() -> None:
+    """Price conversations under providers' prompt-cache rules."""
+
+
+@cost.command("simulate")
+@click.option("--turns", type=click.IntRange(min=1), required=True, help="Turns to simulate.")
+@click.option("--tokens-per-turn", type=click.IntRange(min=1), required=True,
+              help="Tokens each turn adds (user message plus reply).")
+@click.option("--preamble-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tools, system prompt and static context sent before the turns.")
+@click.option("--warm-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Context already sent and cached before the first simulated turn.")
+@click.option("--input-price", type=click.FloatRange(min=0), required=True,
+              metavar="USD_PER_MTOK", help="List price of input tokens, USD per million.")
+@click.option("--output-price", type=click.FloatRange(min=0), default=0.0,
+              metavar="USD_PER_MTOK", help="Output price, for a compaction's summary.")
+@click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
+              help="Cache profile (see: threadline cost profiles).")
+@click.option("--model", help="Model name, for per-model minimum cacheable prefixes.")
+@click.option("--compact-at", type=click.IntRange(min=1), metavar="TURN",
+              help="Compact before this turn.")
+@click.option("--compact-to", type=click.IntRange(min=1), metavar="TOKENS",
+              help="Context size right after compacting (summary plus kept turns).")
+@click.option("--summary-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tokens the compaction call generates.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, with every turn's bill.")
+def simulate_(turns: int, tokens_per_turn: int, preamble_tokens: int, warm_tokens: int,
+              input_price: float, output_price: float, profile_name: str, model: str | None,
+              compact_at: int | None, compact_to: int | None, summary_tokens: int,
+              as_json: bool) -> None:
+    """Total input tokens and cost of an N-turn conversation, turn by turn."""
+    scenario = Scenario(turns=turns, tokens_per_turn=tokens_per_turn,
+                        preamble_tokens=preamble_tokens, warm_tokens=warm_tokens,
+                        input_price=input_price, output_price=output_price,
+                        compact_at=compact_at, compact_to=compact_to,
+                        summary_tokens=summary_tokens, model=model)
+    result = simulate(scenario, profile(profile_name))
+    if as_json:
+        emit_json(result.to_json())
+        return
+    table([[str(n), f"{b.prompt_tokens:,}", f"{b.read_tokens:,}",
+            f"{b.written_tokens + b.uncached_tokens:,}", f"{b.cost_usd:.4f}"]
+           for n, b in enumerate(result.turns, 1)],
+          ["TURN", "PROMPT", "READ", "WRITTEN", "USD"])
+    if result.compaction:
+        click.echo(f"compaction before turn {compact_at}: "
+                   f"{sum(b.cost_usd for b in result.compaction) + result.summary_cost_usd:.4f}"
+                   " USD (summary call, summary, rebuilt prefix)")
+    click.echo(f"profile {result.profile}: {result.input_tokens_total:,} input tokens, "
+               f"{result.cost_usd:.2f} USD")
+
+
+@cost.command("profiles")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def profiles_(as_json: bool) -> None:
+    """The cache profiles the simulator knows."""
+    known = profiles()
+    if as_json:
+        emit_json([p.to_json() for p in known.values()])
+        return
+    table([[p.name, "no" if not p.caching else f"{p.read:g}×", f"{p.write:g}×",
+            str(p.min_prefix_tokens), str(p.granularity),
+            "-" if p.ttl_seconds is None else f"{p.ttl_seconds:g}s"] for p in known.values()],
+          ["PROFILE", "READ", "WRITE", "MIN_PREFIX", "STEP", "TTL"])
