@@ -85,6 +85,7 @@ class ModelCall:
     timings: Timings
     started_at: datetime
     error: str | None = None
+    prefix: Mapping[str, Any] | None = None  # the PrefixReport, as JSON (cache/prefix.py)
 
     def to_json(self, *, with_request: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -93,6 +94,7 @@ class ModelCall:
             "status": str(self.status), "model": self.model, "usage": self.usage.to_json(),
             "timings": self.timings.to_json(), "started_at": format_time(self.started_at),
             "error": self.error, "response": dict(self.response),
+            "prefix": None if self.prefix is None else dict(self.prefix),
         }
         if with_request and self.request is not None:
             out["request"] = self.request.to_json()

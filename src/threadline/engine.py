@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from threadline.cache.attribution import Previous
+from threadline.cache.prefix import PrefixReport
 from threadline.calls import ModelCall
 from threadline.errors import (
     InputError,
@@ -135,10 +137,11 @@ class Engine:
     def _respond(self, head: Item, branch: str, on_text: OnText | None) -> TurnResult:
         request = self.request_for(head.conversation_id, branch)
         outcome = call_model(self.model, request, clock=self.clock, on_text=on_text)
+        previous = self._previous(head.conversation_id, branch)
         if outcome.completion is None:
             call = record_failure(self.store, head=head, branch=branch, request=request,
                                   outcome=outcome, model_id=self.model.model_id,
-                                  clock=self.clock)
+                                  clock=self.clock, previous=previous)
             assert outcome.error is not None
             if isinstance(outcome.error, KeyboardInterrupt):
                 raise outcome.error
@@ -147,8 +150,20 @@ class Engine:
             raise ModelCallFailed(call.id, outcome.error) from outcome.error
         reply, call = commit_reply(self.store, head=head, branch=branch, request=request,
                                    outcome=outcome, model_id=self.model.model_id,
-                                   clock=self.clock)
+                                   clock=self.clock, previous=previous)
         return TurnResult(head.conversation_id, branch, head, reply, call)
+
+    def _previous(self, conversation_id: str, branch: str) -> Previous | None:
+        """The call this one's prefix is measured against: the branch's last, else (the first
+        call on a fork) the conversation's last."""
+        last = self.store.last_call(conversation_id, branch)
+        same_branch = last is not None
+        if last is None:
+            last = self.store.last_call(conversation_id)
+        if last is None or last.request is None:
+            return None
+        layout = PrefixReport.from_json(last.prefix).layout if last.prefix else ()
+        return Previous(last.id, last.request, layout, same_branch)
 
     def _finished(self, message: Item, reply: Item) -> TurnResult:
         call = next((c for c in self.store.calls(message.conversation_id)

@@ -44,6 +44,7 @@ class Message:
     seq: int | None = None
     tool_calls: tuple[ToolCallRef, ...] = ()
     tool_call_id: str | None = None
+    item_kind: str | None = None  # the kind of log item it came from (None: synthesised)
     _openai: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -12,7 +12,7 @@ from threadline.errors import InputError, NotAThreadlineDatabase, SchemaTooNew
 from threadline.items import NewItem, utc_now
 from threadline.settings import Durability
 from threadline.stores.base import Commit, NewConversation
-from threadline.stores.sqlite import SQLiteStore
+from threadline.stores.sqlite import SQLiteStore, schema
 from threadline.stores.sqlite.schema import APPLICATION_ID, migrations
 
 
@@ -101,5 +101,26 @@ def test_a_commit_that_fails_leaves_no_trace(tmp_path: Path) -> None:
                                     create=NewConversation("c_same"),
                                     items=[NewItem.user("hello")]))
         assert [i.text for i in store.history("c_same")] == ["hello"]
+    finally:
+        store.close()
+
+
+def test_an_older_database_is_migrated_on_open(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "old.db"
+    first_only = migrations()[:1]
+    monkeypatch.setattr(schema, "migrations", lambda: first_only)
+    old = SQLiteStore(path)
+    old.commit(Commit(conversation_id="c_old", created_at=utc_now(),
+                      create=NewConversation("c_old"), items=[NewItem.user("from v1")]))
+    old.close()
+    monkeypatch.undo()
+    store = SQLiteStore(path)
+    try:
+        versions = [r[0] for r in store._conn.execute("SELECT version FROM threadline_migrations")]
+        assert versions == [m.version for m in migrations()] and len(versions) >= 2
+        columns = {r[1] for r in store._conn.execute("PRAGMA table_info(model_calls)")}
+        assert "prefix_report" in columns
+        assert [i.text for i in store.history("c_old")] == ["from v1"]
     finally:
         store.close()

@@ -12,6 +12,7 @@ import click
 
 from threadline import __version__
 from threadline.cli._common import Context
+from threadline.cli.cache import cache
 from threadline.cli.calls import calls
 from threadline.cli.chat import chat
 from threadline.cli.conversations import conversations
@@ -48,6 +49,7 @@ def cli(ctx: click.Context, home: Path | None) -> None:
 cli.add_command(chat)
 cli.add_command(conversations)
 cli.add_command(cost)
+cli.add_command(cache)
 cli.add_command(calls)
 cli.add_command(import_)
 

@@ -8,6 +8,7 @@ whitespace, over a ChatML rendering of the request.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections import deque
@@ -26,6 +27,12 @@ _GENERATION_PROMPT = "<|im_start|>assistant\n"
 @lru_cache(maxsize=65_536)
 def scripted_tokens(text: str) -> tuple[str, ...]:
     return tuple(_TOKEN.findall(text))
+
+
+@lru_cache(maxsize=65_536)
+def token_id(token: str) -> int:
+    """A stable id for a scripted token, so requests record token ids like a real model's."""
+    return int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=4).digest(), "big")
 
 
 def _render(message: Message) -> str:
@@ -68,7 +75,7 @@ class ScriptedModel:
         # message by message gives the same tokens as tokenizing the whole prompt
         tokens = [token for part in parts for token in scripted_tokens(part)]
         sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
-                           prompt=prompt)
+                           prompt=prompt, tokens=tuple(map(token_id, tokens)))
         reply = self._queue.popleft() if self._queue else self._default(request)
         if isinstance(reply, BaseException):
             self._evaluated = []

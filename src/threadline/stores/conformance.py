@@ -243,6 +243,23 @@ class StoreConformance:
         listed = store.calls(cid)
         assert [c.id for c in listed] == [call.id] and listed[0].request is None
 
+    def test_the_last_call_per_branch_comes_with_its_request(self, store: Store) -> None:
+        cid = _create(store, NewItem.user("q"))
+        assert store.last_call(cid) is None
+        first = _call(cid, 1, [{"role": "user", "content": "q"}], prompt="q")
+        store.commit(Commit(conversation_id=cid, created_at=_T0, check_head=False, call=first))
+        store.commit(Commit(conversation_id=cid, created_at=_T0, branch="b", expected_head=1,
+                            fork=NewBranch("b", 1)))
+        second = _call(cid, 1, [{"role": "user", "content": "q"}], prompt="q!", branch="b")
+        store.commit(Commit(conversation_id=cid, created_at=_T0, branch="b", check_head=False,
+                            call=second))
+        on_main, on_b, anywhere = (store.last_call(cid, MAIN), store.last_call(cid, "b"),
+                                   store.last_call(cid))
+        assert on_main is not None and on_main.id == first.id
+        assert on_b is not None and on_b.request == second.request
+        assert anywhere is not None and anywhere.id == second.id
+        assert store.last_call(cid, "nope") is None
+
     def test_a_failed_call_is_recorded_without_items(self, store: Store) -> None:
         cid = _create(store, NewItem.user("q"))
         call = _call(cid, 1, [{"role": "user", "content": "q"}], status=CallStatus.FAILED)

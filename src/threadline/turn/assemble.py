@@ -78,15 +78,15 @@ def _message(item: Item) -> Message:
     """The message a single item becomes (tool calls are merged by ``_messages``)."""
     match item.kind:
         case ItemKind.USER:
-            return Message("user", item.content["text"], item.seq)
+            return Message("user", item.content["text"], item.seq, item_kind=item.kind)
         case ItemKind.ASSISTANT:
-            return Message("assistant", item.content["text"], item.seq)
+            return Message("assistant", item.content["text"], item.seq, item_kind=item.kind)
         case ItemKind.TOOL_RESULT:
             return Message("tool", item.content["output"], item.seq,
-                           tool_call_id=item.content["call_id"])
+                           tool_call_id=item.content["call_id"], item_kind=item.kind)
         case ItemKind.COMPACTION:
             return Message("user", "Summary of the conversation so far:\n"
-                           + item.content["summary"], item.seq)
+                           + item.content["summary"], item.seq, item_kind=item.kind)
     raise AssertionError(f"{item.kind} items do not map to one message")
 
 
@@ -102,9 +102,9 @@ def _messages(items: Sequence[Item], memo: MessageMemo | None) -> tuple[Message,
             if previous is not None and previous.role == "assistant" and previous.tool_calls:
                 # parallel calls from one model response travel in one message
                 out[-1] = Message("assistant", previous.content, previous.seq,
-                                  previous.tool_calls + (call,))
+                                  previous.tool_calls + (call,), item_kind=item.kind)
             else:
-                out.append(Message("assistant", "", item.seq, (call,)))
+                out.append(Message("assistant", "", item.seq, (call,), item_kind=item.kind))
             continue
         out.append(_message(item) if memo is None else memo.message(item, _message))
     return tuple(out)

@@ -1,4 +1,5 @@
-"""Commit: append the reply and its model-call record in one transaction.
+"""Commit: append the reply and its model-call record (with its prefix report) in one
+transaction.
 
 The commit carries the branch head the request was assembled against; if another writer moved
 the branch meanwhile, nothing is appended and the call is recorded as superseded instead.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from threadline.cache.attribution import Previous, report
 from threadline.calls import CallStatus, ModelCall, SentRequest, Usage
 from threadline.errors import TurnSuperseded
 from threadline.items import Item, NewItem, new_id
@@ -18,13 +20,16 @@ from threadline.turn.call import CallOutcome
 
 
 def call_record(*, head: Item, branch: str, request: Request, outcome: CallOutcome,
-                model_id: str, error: str | None = None) -> ModelCall:
+                model_id: str, error: str | None = None,
+                previous: Previous | None = None) -> ModelCall:
     """The record of one call. A call that failed before sending records what it meant to
     send: the request's messages in the OpenAI shape."""
     completion = outcome.completion
     if outcome.error is not None:
         error = f"{type(outcome.error).__name__}: {outcome.error}"
     ok = completion is not None and error is None
+    sent = completion.sent if completion else SentRequest(
+        model=model_id, messages=tuple(request.openai_messages()))
     return ModelCall(
         id=new_id("call_"),
         conversation_id=head.conversation_id,
@@ -34,22 +39,22 @@ def call_record(*, head: Item, branch: str, request: Request, outcome: CallOutco
         reply_seq=None,
         status=CallStatus.OK if ok else CallStatus.FAILED,
         model=completion.sent.model if completion else model_id,
-        request=completion.sent if completion else SentRequest(
-            model=model_id, messages=tuple(request.openai_messages())),
+        request=sent,
         response=completion.response_json() if completion else {},
         usage=completion.usage if completion else Usage(),
         timings=outcome.timings,
         started_at=outcome.started_at,
         error=error,
+        prefix=report(sent, request, previous).to_json(),
     )
 
 
 def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
-                 outcome: CallOutcome, model_id: str,
-                 clock: Callable[[], datetime]) -> tuple[Item, ModelCall]:
+                 outcome: CallOutcome, model_id: str, clock: Callable[[], datetime],
+                 previous: Previous | None = None) -> tuple[Item, ModelCall]:
     assert outcome.completion is not None
     call = call_record(head=head, branch=branch, request=request, outcome=outcome,
-                       model_id=model_id)
+                       model_id=model_id, previous=previous)
     try:
         result = store.commit(Commit(
             conversation_id=head.conversation_id, created_at=clock(), branch=branch,
@@ -57,7 +62,8 @@ def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
             call=call, call_reply_index=0))
     except TurnSuperseded as err:
         record_failure(store, head=head, branch=branch, request=request, outcome=outcome,
-                       model_id=model_id, clock=clock, error=f"superseded: {err.message}")
+                       model_id=model_id, clock=clock, error=f"superseded: {err.message}",
+                       previous=previous)
         raise
     assert result.call is not None
     return result.items[0], result.call
@@ -65,9 +71,9 @@ def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
 
 def record_failure(store: Store, *, head: Item, branch: str, request: Request,
                    outcome: CallOutcome, model_id: str, clock: Callable[[], datetime],
-                   error: str | None = None) -> ModelCall:
+                   error: str | None = None, previous: Previous | None = None) -> ModelCall:
     call = call_record(head=head, branch=branch, request=request, outcome=outcome,
-                       model_id=model_id, error=error)
+                       model_id=model_id, error=error, previous=previous)
     result = store.commit(Commit(conversation_id=head.conversation_id, created_at=clock(),
                                  branch=branch, check_head=False, call=call))
     assert result.call is not None

@@ -1,0 +1,146 @@
+"""Why a request stopped repeating the previous one: the prefix report for a call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from threadline.cache.prefix import (
+    Cause,
+    Divergence,
+    PrefixReport,
+    block_hashes,
+    common_prefix_len,
+    layout_of,
+    looks_volatile,
+)
+from threadline.calls import SentRequest
+from threadline.items import canonical_json
+from threadline.request import Request
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The call a new request is compared with: the last one on its branch (or, for a fork's
+    first call, the last one in the conversation)."""
+
+    call_id: str
+    request: SentRequest
+    layout: tuple[tuple[str, str, int, int], ...]
+    same_branch: bool = True
+
+
+def _text(request: SentRequest) -> str:
+    if request.prompt is not None:
+        return request.prompt
+    payload = {"model": request.model, "messages": list(request.messages), **request.params}
+    return canonical_json(payload)
+
+
+def _segment_at(layout: Sequence[tuple[str, str, int, int]], index: int) -> str | None:
+    for segment, _, start, count in layout:
+        if start <= index < start + count:
+            return segment
+    return None
+
+
+def _tools(request: SentRequest) -> list[Any]:
+    tools = request.params.get("tools")
+    return list(tools) if isinstance(tools, list) else []
+
+
+def report(sent: SentRequest, request: Request, previous: Previous | None) -> PrefixReport:
+    """The prefix report of ``sent`` (assembled as ``request``) against ``previous``."""
+    text = _text(sent)
+    prompt_bytes = len(text.encode("utf-8"))
+    tokens = sent.tokens
+    layout = layout_of(request)
+    blocks = None if tokens is None else len(tokens) // 16
+    if previous is None:
+        return PrefixReport(None, prompt_bytes, 0, 0, None if tokens is None else len(tokens),
+                            None if tokens is None else 0, None, None if tokens is None else 0,
+                            blocks, Cause.FIRST_CALL, "no earlier call to reuse", None, layout)
+    before = previous.request
+    old_text = _text(before)
+    shared_chars = common_prefix_len(old_text, text)
+    reused_bytes = len(text[:shared_chars].encode("utf-8"))
+    previous_bytes = len(old_text.encode("utf-8"))
+    reused_tokens = previous_tokens = reused_blocks = None
+    if tokens is not None and before.tokens is not None:
+        reused_tokens = common_prefix_len(before.tokens, tokens)
+        previous_tokens = len(before.tokens)
+        reused_blocks = common_prefix_len(block_hashes(before.tokens[: reused_tokens + 16]),
+                                          block_hashes(tokens[: reused_tokens + 16]))
+    cause, detail, divergence = _attribute(sent, request, previous, shared_chars, text,
+                                           old_text, reused_bytes, reused_tokens, layout)
+    return PrefixReport(previous.call_id, prompt_bytes, reused_bytes, previous_bytes,
+                        None if tokens is None else len(tokens), reused_tokens, previous_tokens,
+                        reused_blocks, blocks, cause, detail, divergence, layout)
+
+
+def _attribute(sent: SentRequest, request: Request, previous: Previous, shared_chars: int,
+               text: str, old_text: str, reused_bytes: int, reused_tokens: int | None,
+               layout: Sequence[tuple[str, str, int, int]]
+               ) -> tuple[Cause, str, Divergence | None]:
+    before = previous.request
+    if before.model != sent.model:
+        return Cause.MODEL_CHANGED, f"model changed from {before.model} to {sent.model}", None
+    old_tools, new_tools = _tools(before), _tools(sent)
+    if old_tools != new_tools:
+        key = [canonical_json(t) for t in old_tools], [canonical_json(t) for t in new_tools]
+        same_set = sorted(key[0]) == sorted(key[1])
+        return (Cause.TOOLS_REORDERED if same_set else Cause.TOOLS_CHANGED,
+                "tool definitions re-ordered" if same_set else "tool definitions changed",
+                Divergence(0, reused_bytes, reused_tokens, "tools", None, "tools"))
+    if shared_chars == len(old_text):
+        if previous.same_branch:
+            return Cause.APPEND_ONLY, "the previous request is an exact prefix", None
+        return Cause.FORK, "first call on this branch; compared with the branch it forked from", \
+            None
+    index = common_prefix_len(before.messages, sent.messages)
+    messages = request.messages
+    if index >= min(len(before.messages), len(sent.messages)):
+        if len(sent.messages) < len(before.messages):
+            return Cause.HISTORY_REWRITTEN, "messages were removed from the end of the history", \
+                Divergence(index, reused_bytes, reused_tokens, None, None, "messages")
+        return Cause.TEMPLATE_CHANGED, "the same messages rendered differently", \
+            Divergence(index, reused_bytes, reused_tokens, None, None, "rendering")
+    segment = _segment_at(layout, index)
+    message = messages[index] if index < len(messages) else None
+    seq = None if message is None else message.seq
+    old_message, new_message = before.messages[index], sent.messages[index]
+    field = next((k for k in ("role", "content", "tool_calls", "tool_call_id")
+                  if old_message.get(k) != new_message.get(k)), "content")
+    divergence = Divergence(index, reused_bytes, reused_tokens, segment, seq, field)
+    if not previous.same_branch:
+        return Cause.FORK, f"this branch forked; it differs from the other at message {index}", \
+            divergence
+    volatile = looks_volatile(old_text, text, shared_chars)
+    if message is not None and message.item_kind == "compaction":
+        return Cause.COMPACTION_RESET, f"compaction marker #{seq} replaced the history above " \
+            "it (a deliberate reset)", divergence
+    old_segment = _segment_at(previous.layout, index)
+    if old_segment == "current" and segment != "current" and _tail_only(previous, index):
+        return Cause.TAIL_REPLACED, "only the previous turn's volatile tail differs", divergence
+    if segment in ("system", "tools") or (message is not None and message.seq is None
+                                          and segment != "current"):
+        if volatile is not None:
+            return Cause.VOLATILE_VALUE, f"the {segment} segment differs in what looks like " \
+                f"{volatile}, above the history", divergence
+        if segment == "system":
+            return Cause.SYSTEM_CHANGED, "the system prompt changed", divergence
+        return Cause.VOLATILE_VALUE, f"content without a log item was inserted at message " \
+            f"{index}, above the history", divergence
+    where = f"item #{seq}" if seq is not None else f"message {index}"
+    return Cause.HISTORY_REWRITTEN, f"history rewritten at {where} ({field} changed" + \
+        (f"; it looks like {volatile}" if volatile else "") + ")", divergence
+
+
+def _tail_only(previous: Previous, index: int) -> bool:
+    """True when ``index`` is where the previous request's turn-stability tail began."""
+    for segment, stability, start, _ in previous.layout:
+        if segment == "current" and stability == "turn":
+            return index == start
+    return False
+

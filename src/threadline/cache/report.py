@@ -1,0 +1,71 @@
+"""A conversation's prefix reuse and cost, call by call (``threadline cache report``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from threadline.cache.prefix import PrefixReport
+from threadline.cache.pricing import CacheProfile
+from threadline.calls import ModelCall
+
+
+@dataclass(frozen=True)
+class CallReuse:
+    call: ModelCall
+    prefix: PrefixReport | None
+    reusable_tokens: int      # what the previous call on the branch would let a cache reuse
+    estimated: bool           # reusable_tokens scaled from bytes (no token ids were recorded)
+    cost_usd: float           # billed under the profile with that reuse
+    uncached_cost_usd: float  # the same request with no cache at all
+
+    def to_json(self) -> dict[str, Any]:
+        usage, prefix = self.call.usage, self.prefix
+        return {"call_id": self.call.id, "branch": self.call.branch, "turn": self.call.turn,
+                "status": str(self.call.status), "prompt_tokens": usage.prompt_tokens,
+                "cached_tokens": usage.cached_tokens, "reused_tokens": self.reusable_tokens,
+                "reuse_estimated": self.estimated,
+                "ratio": None if prefix is None else round(prefix.ratio, 4),
+                "best_ratio": None if prefix is None else round(prefix.best_ratio, 4),
+                "cause": None if prefix is None else str(prefix.cause),
+                "expected": None if prefix is None else prefix.expected,
+                "detail": None if prefix is None else prefix.detail,
+                "divergence": None if prefix is None or prefix.divergence is None
+                else prefix.divergence.to_json(),
+                "cost_usd": round(self.cost_usd, 6),
+                "uncached_cost_usd": round(self.uncached_cost_usd, 6)}
+
+
+def reuse_of(calls: Sequence[ModelCall], profile: CacheProfile,
+             input_price: float) -> list[CallReuse]:
+    out = []
+    for call in calls:
+        prefix = None if call.prefix is None else PrefixReport.from_json(call.prefix)
+        tokens = call.usage.prompt_tokens
+        estimated = False
+        if prefix is None:
+            reusable = 0
+        elif prefix.reused_tokens is not None:
+            reusable = prefix.reused_tokens
+        else:  # no token ids recorded: scale the byte-level reuse to the token count
+            estimated = True
+            reusable = round(tokens * prefix.reused_bytes / prefix.prompt_bytes) \
+                if prefix.prompt_bytes else 0
+        bill = profile.bill(tokens, reusable, input_price)
+        out.append(CallReuse(call, prefix, reusable, estimated, bill.cost_usd,
+                             tokens * input_price / 1e6))
+    return out
+
+
+def chart(rows: Sequence[CallReuse], width: int = 30) -> list[str]:
+    """A terminal chart: reuse per call as a bar (█ reused, ░ re-sent), with its cost."""
+    lines = []
+    for row in rows:
+        ratio = 0.0 if row.prefix is None else row.prefix.ratio
+        filled = round(ratio * width)
+        mark = "" if row.prefix is None or row.prefix.expected else f"  ← {row.prefix.cause}"
+        lines.append(f"turn {row.call.turn:>3} {row.call.branch:<6} "
+                     f"{'█' * filled}{'░' * (width - filled)} {ratio:5.0%}  "
+                     f"${row.cost_usd:.4f}{mark}")
+    return lines

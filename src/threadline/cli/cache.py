@@ -1,0 +1,57 @@
+"""``threadline cache report``: how much each call reused, why it missed, what it cost."""
+
+from __future__ import annotations
+
+import click
+
+from threadline.cache.pricing import profile
+from threadline.cache.report import chart, reuse_of
+from threadline.cli._common import Context, emit_json, pass_context, table
+
+
+@click.group()
+def cache() -> None:
+    """Prefix-cache reuse: reports and diagnosis."""
+
+
+@cache.command("report")
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--branch", help="Only calls on this branch.")
+@click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
+              help="Cache profile to bill under (see: threadline cost profiles).")
+@click.option("--input-price", type=click.FloatRange(min=0), default=3.0, show_default=True,
+              metavar="USD_PER_MTOK", help="List price of input tokens, USD per million.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def report(ctx: Context, conversation_id: str, branch: str | None, profile_name: str,
+           input_price: float, as_json: bool) -> None:
+    """Per call: prompt tokens, reused tokens, ratio, the cause of any miss, billed cost."""
+    pricing = profile(profile_name)
+    rows = reuse_of(ctx.store().calls(conversation_id, branch=branch), pricing, input_price)
+    total = sum(r.cost_usd for r in rows)
+    uncached = sum(r.uncached_cost_usd for r in rows)
+    misses = [r for r in rows if r.prefix is not None and not r.prefix.expected]
+    if as_json:
+        emit_json({"conversation_id": conversation_id, "profile": pricing.name,
+                   "input_price": input_price, "calls": [r.to_json() for r in rows],
+                   "cost_usd": round(total, 6), "uncached_cost_usd": round(uncached, 6),
+                   "unexpected_misses": len(misses)})
+        return
+    if not rows:
+        click.echo(f"{conversation_id} has no model calls yet", err=True)
+        return
+    table([[str(r.call.turn), r.call.branch, str(r.call.usage.prompt_tokens),
+            f"{'~' if r.estimated else ''}{r.reusable_tokens}", str(r.call.usage.cached_tokens),
+            "-" if r.prefix is None else f"{r.prefix.ratio:.0%}",
+            "-" if r.prefix is None else f"{r.prefix.best_ratio:.0%}",
+            f"{r.cost_usd:.4f}", "-" if r.prefix is None else str(r.prefix.cause)]
+           for r in rows],
+          ["TURN", "BRANCH", "PROMPT", "REUSABLE", "CACHED", "RATIO", "BEST", "USD", "CAUSE"])
+    click.echo()
+    for line in chart(rows):
+        click.echo(line)
+    for r in misses:
+        assert r.prefix is not None
+        click.echo(f"turn {r.call.turn}: {r.prefix.detail}")
+    click.echo(f"\n{len(rows)} calls · {pricing.name} at ${input_price}/M: ${total:.4f} "
+               f"(without a cache: ${uncached:.4f}) · {len(misses)} unexpected misses")

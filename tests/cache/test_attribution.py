@@ -1,0 +1,177 @@
+"""Prefix reports: how much each request reuses, and the cause when it does not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from threadline.cache.attribution import Previous, report
+from threadline.cache.prefix import Cause, PrefixReport, block_hashes, layout_of
+from threadline.calls import SentRequest
+from threadline.engine import Engine
+from threadline.items import Item, ItemKind, chain_hash
+from threadline.models.scripted import ScriptedModel, render_chatml
+from threadline.request import Message, Request, Segment, SegmentKind, Stability
+from threadline.stores.sqlite import SQLiteStore
+from threadline.turn.assemble import assemble
+
+_T = datetime(2026, 5, 3, tzinfo=UTC)
+
+
+def _items(*specs: tuple[ItemKind, dict]) -> list[Item]:
+    out, parent, turn = [], None, 0
+    for seq, (kind, content) in enumerate(specs, start=1):
+        turn += kind is ItemKind.USER
+        digest = chain_hash(parent, kind, content)
+        out.append(Item("c_t", seq, "main", seq - 1 or None, turn, kind, content, digest, _T))
+        parent = digest
+    return out
+
+
+def user(text: str) -> tuple[ItemKind, dict]:
+    return ItemKind.USER, {"text": text}
+
+
+def bot(text: str) -> tuple[ItemKind, dict]:
+    return ItemKind.ASSISTANT, {"text": text}
+
+
+def _sent(request: Request, **params: object) -> SentRequest:
+    return SentRequest(model="m", messages=tuple(request.openai_messages()), params=params,
+                       prompt=render_chatml(request))
+
+
+def _pair(before: Request, after: Request, *, same_branch: bool = True,
+          before_params: dict | None = None, after_params: dict | None = None) -> PrefixReport:
+    first = _sent(before, **(before_params or {}))
+    previous = Previous("call_prev", first, layout_of(before), same_branch)
+    return report(_sent(after, **(after_params or {})), after, previous)
+
+
+HISTORY = _items(user("Book Lisbon on 3 May."), bot("Done: TP123."), user("And a hotel?"))
+
+
+def test_an_appended_turn_reuses_all_of_the_previous_request() -> None:
+    result = _pair(assemble(HISTORY[:1], system="s"), assemble(HISTORY, system="s"))
+    assert result.cause is Cause.APPEND_ONLY and result.expected
+    assert result.reused_bytes == result.previous_bytes
+    assert result.ratio == result.best_ratio < 1.0
+    assert result.divergence is None
+
+
+def test_a_timestamp_in_the_system_prompt_is_named() -> None:
+    result = _pair(assemble(HISTORY[:1], system="You are helpful. Now: 2026-05-03 12:01"),
+                   assemble(HISTORY, system="You are helpful. Now: 2026-05-03 12:02"))
+    assert result.cause is Cause.VOLATILE_VALUE and not result.expected
+    assert "timestamp" in result.detail
+    assert result.divergence is not None and result.divergence.segment == "system"
+    assert result.ratio < result.best_ratio / 2  # everything after the clock is re-sent
+
+
+def test_a_changed_system_prompt_without_a_volatile_value() -> None:
+    result = _pair(assemble(HISTORY[:1], system="You are helpful."),
+                   assemble(HISTORY, system="You are terse."))
+    assert result.cause is Cause.SYSTEM_CHANGED
+
+
+def test_reordered_and_changed_tools() -> None:
+    a, b = {"name": "a"}, {"name": "b"}
+    request = assemble(HISTORY)
+    reordered = _pair(request, request, before_params={"tools": [a, b]},
+                      after_params={"tools": [b, a]})
+    assert reordered.cause is Cause.TOOLS_REORDERED
+    changed = _pair(request, request, before_params={"tools": [a]},
+                    after_params={"tools": [a, b]})
+    assert changed.cause is Cause.TOOLS_CHANGED
+
+
+def test_a_rewritten_item_is_located() -> None:
+    edited = [HISTORY[0], replace(HISTORY[1], content={"text": "Done: TP124."}), HISTORY[2]]
+    result = _pair(assemble(HISTORY[:2]), assemble(edited))
+    assert result.cause is Cause.HISTORY_REWRITTEN
+    assert result.divergence is not None and result.divergence.seq == 2
+    assert result.divergence.field == "content" and "item #2" in result.detail
+
+
+def test_a_compaction_is_an_expected_reset() -> None:
+    marker = Item("c_t", 4, "main", 3, 2, ItemKind.COMPACTION,
+                  {"summary": "Flight TP123 booked.", "through_seq": 2}, "b2:x", _T)
+    result = _pair(assemble(HISTORY), assemble([*HISTORY, marker]))
+    assert result.cause is Cause.COMPACTION_RESET and result.expected
+    assert result.divergence is not None and result.divergence.seq == 4
+
+
+def test_content_spliced_above_the_history_is_volatile() -> None:
+    before = assemble(HISTORY)
+    spliced = Request(tools=(), segments=(
+        Segment(SegmentKind.SYSTEM, Stability.CONVERSATION, ()),
+        Segment(SegmentKind.HISTORY, Stability.CONVERSATION,
+                (Message("user", "Retrieved: hotel list v2"), *before.messages))))
+    result = _pair(before, spliced)
+    assert result.cause is Cause.VOLATILE_VALUE and "without a log item" in result.detail
+
+
+def test_a_changed_model_is_named_first() -> None:
+    request = assemble(HISTORY)
+    previous = Previous("p", replace(_sent(request), model="other"), layout_of(request))
+    assert report(_sent(request), request, previous).cause is Cause.MODEL_CHANGED
+
+
+def test_tokens_and_full_blocks_are_counted() -> None:
+    request = assemble(HISTORY)
+    before = replace(_sent(request), tokens=tuple(range(100)))
+    after = replace(_sent(request), tokens=tuple(range(70)) + (999,) + tuple(range(40)))
+    result = report(after, request, Previous("p", before, layout_of(request)))
+    assert (result.reused_tokens, result.previous_tokens, result.prompt_tokens) == (70, 100, 111)
+    assert result.reused_blocks == 70 // 16 == 4
+    assert block_hashes(list(range(40)))[:2] == block_hashes(list(range(33)))[:2]
+    assert len(block_hashes(list(range(40)))) == 2  # the partial third block has no hash
+
+
+def test_reports_survive_a_json_round_trip() -> None:
+    result = _pair(assemble(HISTORY[:2]), assemble(
+        [HISTORY[0], replace(HISTORY[1], content={"text": "x"})]))
+    assert PrefixReport.from_json(result.to_json()) == result
+
+
+def test_every_engine_call_carries_a_report(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = SQLiteStore(tmp_path / "t.db")
+    engine = Engine(store, ScriptedModel())
+    first = engine.run_turn("one")
+    second = engine.run_turn("two", conversation_id=first.conversation_id)
+    fork = engine.regenerate(first.conversation_id, second.reply.seq)
+    causes = [c.prefix["cause"] for c in store.calls(first.conversation_id)
+              if c.prefix is not None]
+    assert causes == ["first_call", "append_only", "fork"]
+    assert store.call(fork.call.id).prefix["previous_call_id"] == second.call.id  # type: ignore[index]
+    store.close()
+
+
+_turn = st.tuples(st.text(min_size=1, max_size=30).filter(str.strip),
+                  st.text(max_size=30),
+                  st.booleans())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_turn, min_size=2, max_size=8), st.text(max_size=20))
+def test_append_only_history_is_always_a_byte_prefix(turns: list[tuple[str, str, bool]],
+                                                     system: str) -> None:
+    specs: list[tuple[ItemKind, dict]] = []
+    previous: Previous | None = None
+    for n, (question, answer, with_tool) in enumerate(turns):
+        specs.append(user(question))
+        request = assemble(_items(*specs), system=system or None)
+        sent = _sent(request)
+        result = report(sent, request, previous)
+        if previous is not None:
+            assert previous.request.exact_bytes() == sent.exact_bytes()[
+                : len(previous.request.exact_bytes())]
+            assert result.cause is Cause.APPEND_ONLY
+        previous = Previous(f"call_{n}", sent, layout_of(request))
+        if with_tool:
+            specs += [(ItemKind.TOOL_CALL, {"call_id": f"t{n}", "name": "f", "arguments": {}}),
+                      (ItemKind.TOOL_RESULT, {"call_id": f"t{n}", "output": answer})]
+        specs.append(bot(answer))
