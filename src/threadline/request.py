@@ -1,8 +1,11 @@
 """The provider-neutral request that assembly produces and model backends render.
 
-A request is a list of segments in a fixed order (tools, system, history, current turn). Each
-segment carries a stability class saying how often its bytes may change: a segment can only
-change when everything below it does too, which is what keeps request n a prefix of request n+1.
+A request is a list of segments in a fixed order, most stable first: tools, system, pinned
+constraints and facts, static context, compaction summary, verbatim history, and the current
+turn (its volatile tail, then the new user message). Each segment carries a stability class
+saying how often its bytes may change, and whether a cache breakpoint ends it; everything up to
+the last breakpoint of request n is a prefix of request n+1 unless a deliberate, recorded reset
+(a compaction) happened in between.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ class Stability(StrEnum):
 class SegmentKind(StrEnum):
     TOOLS = "tools"
     SYSTEM = "system"
-    HISTORY = "history"
-    CURRENT = "current"
+    PINNED = "pinned"      # standing constraints and facts, verbatim
+    STATIC = "static"      # documents fixed for the conversation
+    SUMMARY = "summary"    # the newest compaction marker
+    HISTORY = "history"    # verbatim items since then
+    CURRENT = "current"    # this turn: the volatile tail, then the new message
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,16 @@ class Segment:
     kind: SegmentKind
     stability: Stability
     messages: tuple[Message, ...] = ()
+    cache_point: bool = False  # a cache breakpoint sits at the end of this segment
+
+
+@dataclass(frozen=True)
+class TailBlock:
+    """Something volatile for this turn only (the time, retrieved passages, memories,
+    reminders, working state): it goes after the history, never above it."""
+
+    label: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -94,6 +110,16 @@ class Request:
     @property
     def messages(self) -> list[Message]:
         return [m for segment in self.segments for m in segment.messages]
+
+    def cache_points(self) -> list[int]:
+        """Message counts at which a breakpoint sits (0: after the tools), in order, once."""
+        points: list[int] = []
+        count = 0
+        for segment in self.segments:
+            count += len(segment.messages)
+            if segment.cache_point and (not points or points[-1] != count):
+                points.append(count)
+        return points
 
     def segment(self, kind: SegmentKind) -> Segment | None:
         return next((s for s in self.segments if s.kind is kind), None)

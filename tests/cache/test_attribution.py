@@ -14,7 +14,7 @@ from threadline.calls import SentRequest
 from threadline.engine import Engine
 from threadline.items import Item, ItemKind, chain_hash
 from threadline.models.scripted import ScriptedModel, render_chatml
-from threadline.request import Message, Request, Segment, SegmentKind, Stability
+from threadline.request import Message, Request, Segment, SegmentKind, Stability, TailBlock
 from threadline.stores.sqlite import SQLiteStore
 from threadline.turn.assemble import assemble
 
@@ -152,25 +152,33 @@ def test_every_engine_call_carries_a_report(tmp_path) -> None:  # type: ignore[n
 
 _turn = st.tuples(st.text(min_size=1, max_size=30).filter(str.strip),
                   st.text(max_size=30),
-                  st.booleans())
+                  st.booleans(),
+                  st.none() | st.text(min_size=1, max_size=20))
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_turn, min_size=2, max_size=8), st.text(max_size=20))
-def test_append_only_history_is_always_a_byte_prefix(turns: list[tuple[str, str, bool]],
-                                                     system: str) -> None:
+def test_each_request_extends_the_previous_one_up_to_its_last_breakpoint(
+        turns: list[tuple[str, str, bool, str | None]], system: str) -> None:
     specs: list[tuple[ItemKind, dict]] = []
     previous: Previous | None = None
-    for n, (question, answer, with_tool) in enumerate(turns):
+    previous_request: Request | None = None
+    for n, (question, answer, with_tool, volatile) in enumerate(turns):
         specs.append(user(question))
-        request = assemble(_items(*specs), system=system or None)
+        tail = [TailBlock("time", volatile)] if volatile else []
+        request = assemble(_items(*specs), system=system or None, tail=tail)
         sent = _sent(request)
         result = report(sent, request, previous)
-        if previous is not None:
-            assert previous.request.exact_bytes() == sent.exact_bytes()[
-                : len(previous.request.exact_bytes())]
-            assert result.cause is Cause.APPEND_ONLY
+        if previous is not None and previous_request is not None:
+            stable = Request(previous_request.tools, (Segment(
+                SegmentKind.HISTORY, Stability.CONVERSATION,
+                tuple(previous_request.messages[: previous_request.cache_points()[-1]])),))
+            stable_bytes = render_chatml(stable).removesuffix("<|im_start|>assistant\n")
+            assert sent.exact_bytes().startswith(stable_bytes.encode("utf-8"))
+            assert result.expected, result.detail
+            assert result.cause in (Cause.APPEND_ONLY, Cause.TAIL_REPLACED)
         previous = Previous(f"call_{n}", sent, layout_of(request))
+        previous_request = request
         if with_tool:
             specs += [(ItemKind.TOOL_CALL, {"call_id": f"t{n}", "name": "f", "arguments": {}}),
                       (ItemKind.TOOL_RESULT, {"call_id": f"t{n}", "output": answer})]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from threadline.items import Item, ItemKind, chain_hash
-from threadline.request import SegmentKind, Stability, ToolSpec
+from threadline.request import SegmentKind, Stability, TailBlock, ToolSpec
 from threadline.turn.assemble import MessageMemo, assemble
 
 _T = datetime(2026, 3, 1, tzinfo=UTC)
@@ -54,11 +54,37 @@ def test_snapshot_of_a_tool_using_conversation() -> None:
 def test_segments_come_in_stability_order() -> None:
     request = assemble(HISTORY, system="s")
     assert [(s.kind, s.stability) for s in request.segments] == [
-        (SegmentKind.TOOLS, Stability.DEPLOY), (SegmentKind.SYSTEM, Stability.CONVERSATION),
+        (SegmentKind.TOOLS, Stability.DEPLOY), (SegmentKind.SYSTEM, Stability.DEPLOY),
+        (SegmentKind.PINNED, Stability.CONVERSATION), (SegmentKind.STATIC, Stability.CONVERSATION),
+        (SegmentKind.SUMMARY, Stability.CONVERSATION),
         (SegmentKind.HISTORY, Stability.CONVERSATION), (SegmentKind.CURRENT, Stability.TURN)]
     current = request.segment(SegmentKind.CURRENT)
     assert current is not None and [m.content for m in current.messages] == ["And tomorrow?"]
     assert [m.seq for m in request.messages] == [None, 1, 2, 4, 5, 7, 8]
+
+
+def test_snapshot_with_every_segment_and_a_volatile_tail() -> None:
+    marker = Item("c_x", 9, "main", 8, 2, ItemKind.COMPACTION,
+                  {"summary": "Oslo: 4°C, rain.", "through_seq": 7}, "b2:0", _T)
+    history = [*HISTORY, marker]
+    history.append(Item("c_x", 10, "main", 9, 3, ItemKind.USER, {"text": "Umbrella?"},
+                        "b2:1", _T))
+    request = assemble(history, system="You are terse.", tools=[ToolSpec("weather", "w")],
+                       pinned=["Always answer in Celsius."], static=["City list: Oslo."],
+                       tail=[TailBlock("time", "2026-03-01T14:02Z"),
+                             TailBlock("retrieved", "[doc 3] Umbrellas: yes.")])
+    assert request.openai_messages() == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "system", "content": "Standing instructions:\n- Always answer in Celsius."},
+        {"role": "system", "content": "City list: Oslo."},
+        {"role": "user", "content": "Summary of the conversation so far:\nOslo: 4°C, rain."},
+        {"role": "user", "content": "And tomorrow?"},
+        {"role": "user", "content": "[time]\n2026-03-01T14:02Z\n\n[retrieved]\n"
+                                    "[doc 3] Umbrellas: yes."},
+        {"role": "user", "content": "Umbrella?"},
+    ]
+    # breakpoints: after the tools, the system, the static context, the last completed turn
+    assert request.cache_points() == [0, 1, 3, 5]
 
 
 def test_tools_are_sorted_by_name_whatever_order_they_come_in() -> None:

@@ -1,8 +1,18 @@
 """Assemble: a pure function from conversation state to the request the model is shown.
 
 No clock, no database, no network: the same state always gives the same request, so what the
-model saw at any step can be rebuilt and snapshot-tested. Order, most stable first: tools
-(sorted by name), system, verbatim history, then the current turn.
+model saw at any step can be rebuilt and snapshot-tested. Order, most stable first:
+
+    tools (sorted by name)      deploy        ▌ breakpoint
+    system                      deploy        ▌ breakpoint
+    pinned constraints/facts    conversation
+    static context              conversation  ▌ breakpoint
+    compaction summary          conversation
+    verbatim history            conversation  ▌ breakpoint: the last completed turn
+    tail of the current turn    turn          (time, retrieved passages, memories, …)
+    the new user message        turn
+
+Anything volatile is in the tail, below every breakpoint, so it never breaks the prefix.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from threadline.request import (
     Segment,
     SegmentKind,
     Stability,
+    TailBlock,
     ToolCallRef,
     ToolSpec,
 )
@@ -44,21 +55,35 @@ class MessageMemo:
 
 
 def assemble(history: Sequence[Item], *, system: str | None = None,
-             tools: Sequence[ToolSpec] = (), memo: MessageMemo | None = None) -> Request:
+             tools: Sequence[ToolSpec] = (), pinned: Sequence[str] = (),
+             static: Sequence[str] = (), tail: Sequence[TailBlock] = (),
+             memo: MessageMemo | None = None) -> Request:
     """The request for the next model call on a branch whose items are ``history``.
     ``memo`` only saves work: the request is the same with or without it."""
     view = _since_last_compaction(history)
+    summary = view[:1] if view and view[0].kind is ItemKind.COMPACTION else []
+    view = view[len(summary):]
     current: list[Item] = []
     if view and view[-1].kind is ItemKind.USER:
         view, current = view[:-1], view[-1:]
-    system_messages = (Message("system", system),) if system else ()
+    tail_messages = (Message("user", "\n\n".join(f"[{b.label}]\n{b.text}" for b in tail)),) \
+        if tail else ()
     return Request(
         tools=tuple(sorted(tools, key=lambda t: t.name)),
         segments=(
-            Segment(SegmentKind.TOOLS, Stability.DEPLOY),
-            Segment(SegmentKind.SYSTEM, Stability.CONVERSATION, system_messages),
-            Segment(SegmentKind.HISTORY, Stability.CONVERSATION, _messages(view, memo)),
-            Segment(SegmentKind.CURRENT, Stability.TURN, _messages(current, memo)),
+            Segment(SegmentKind.TOOLS, Stability.DEPLOY, cache_point=bool(tools)),
+            Segment(SegmentKind.SYSTEM, Stability.DEPLOY,
+                    (Message("system", system),) if system else (), cache_point=True),
+            Segment(SegmentKind.PINNED, Stability.CONVERSATION,
+                    (Message("system", "Standing instructions:\n" + "\n".join(
+                        f"- {p}" for p in pinned)),) if pinned else ()),
+            Segment(SegmentKind.STATIC, Stability.CONVERSATION,
+                    tuple(Message("system", text) for text in static), cache_point=True),
+            Segment(SegmentKind.SUMMARY, Stability.CONVERSATION, _messages(summary, memo)),
+            Segment(SegmentKind.HISTORY, Stability.CONVERSATION, _messages(view, memo),
+                    cache_point=True),
+            Segment(SegmentKind.CURRENT, Stability.TURN,
+                    tail_messages + _messages(current, memo)),
         ),
     )
 
