@@ -14,11 +14,11 @@ import importlib.util
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from threadline.calls import SentRequest, Usage
 from threadline.errors import ContextWindowExceeded, ModelUnavailable
 from threadline.models.base import Completion, OnText, Stopwatch
+from threadline.render.llamacpp import ChatTemplate
 from threadline.request import Request
 from threadline.settings import available_cores
 
@@ -73,8 +73,6 @@ class LlamaCppModel:
         except ImportError as err:
             raise ModelUnavailable("the local model needs llama-cpp-python, which is not "
                                    "installed", hint=_INSTALL_HINT) from err
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
         self.sampling = sampling
         self.threads = threads or available_cores()
         try:
@@ -86,32 +84,16 @@ class LlamaCppModel:
         vocab = self._llm._model.vocab
         self._is_eog: Callable[[int], bool] = lambda token: bool(
             llama_cpp.llama_vocab_is_eog(vocab, token))
-        meta = self._llm.metadata
-        template = meta.get("tokenizer.chat_template")
-        if not template:
-            raise ModelUnavailable(f"{path} has no chat template in its metadata",
-                                   hint="use a GGUF converted with its tokenizer's template")
+        self.template = ChatTemplate(self._llm, str(path))
         self.n_ctx = self._llm.n_ctx()
         self.model_id = f"llama.cpp:{path.stem}"
-        self._add_bos = meta.get("tokenizer.ggml.add_bos_token", "false") == "true"
-        self._formatter = Jinja2ChatFormatter(
-            template, eos_token=self._token_text(self._llm.token_eos()),
-            bos_token=self._token_text(self._llm.token_bos()))
-
-    def _token_text(self, token: int) -> str:
-        return self._llm.detokenize([token], special=True).decode("utf-8", "replace")
 
     def render(self, request: Request) -> tuple[str, list[int]]:
         """The prompt text from the model's own chat template, and its token ids."""
-        messages: list[Any] = request.openai_messages()
-        tools: Any = [t.to_openai() for t in request.tools] or None
-        prompt = self._formatter(messages=messages, tools=tools).prompt
-        tokens = self._llm.tokenize(prompt.encode("utf-8"), add_bos=self._add_bos,
-                                    special=True)
-        return prompt, tokens
+        return self.template.render(request)
 
     def count_tokens(self, text: str) -> int:
-        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return len(self.template.tokenize(text))
 
     def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
         watch = Stopwatch()

@@ -1,0 +1,1 @@
+"""Renderers: the assembled Request → a provider's payload (dialect only; no transport)."""
