@@ -27,3 +27,26 @@ def test_cache_report_refuses_unknown_input(tl: Invoke) -> None:
     cid = tl("chat", "--once", "hello", "--json").json()["conversation_id"]
     run = tl("cache", "report", cid, "--profile", "nope")
     assert run.code == 2 and "unknown cache profile" in run.err
+
+
+def test_cache_diagnose_names_the_pattern(tl: Invoke, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    lines, history = [], []
+    for n in range(1, 5):
+        history.append({"role": "user", "content": f"q{n}"})
+        lines.append(json.dumps({"model": "m", "messages": [
+            {"role": "system", "content": f"Request id 7f3a9c1e{n:04d}b2d4. Be brief."},
+            *history]}))
+        history.append({"role": "assistant", "content": f"a{n}"})
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines))
+    body = tl("cache", "diagnose", str(log), "--json").json()
+    assert [(f["kind"], f["turn"]) for f in body["findings"]] == [("volatile_header", 2)]
+    assert "request id" in body["findings"][0]["detail"] and len(body["turns"]) == 4
+    human = tl("cache", "diagnose", str(log))
+    assert human.code == 0 and "volatile_header (from turn 2)" in human.out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": []}\nnot json\n')
+    run = tl("cache", "diagnose", str(bad))
+    assert run.code == 2 and "line 2 is not JSON" in run.err

@@ -1,9 +1,14 @@
-"""``threadline cache report``: how much each call reused, why it missed, what it cost."""
+"""``threadline cache report|diagnose``: how much each call reused, why it missed, what it
+cost; and the same diagnosis for other systems' request logs."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
+from threadline.cache.diagnose import diagnose, parse_log
 from threadline.cache.pricing import profile
 from threadline.cache.report import chart, reuse_of
 from threadline.cli._common import Context, emit_json, pass_context, table
@@ -55,3 +60,27 @@ def report(ctx: Context, conversation_id: str, branch: str | None, profile_name:
         click.echo(f"turn {r.call.turn}: {r.prefix.detail}")
     click.echo(f"\n{len(rows)} calls · {pricing.name} at ${input_price}/M: ${total:.4f} "
                f"(without a cache: ${uncached:.4f}) · {len(misses)} unexpected misses")
+
+
+@cache.command("diagnose")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON findings.")
+def diagnose_(file: str, as_json: bool) -> None:
+    """Name the prefix-reuse pattern in a request log from another system.
+
+    FILE has one request per line (OpenAI chat-completions or Anthropic Messages JSON), in the
+    order they were sent for one conversation; - reads standard input.
+    """
+    data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    turns, findings = diagnose(parse_log(data))
+    if as_json:
+        emit_json({"turns": [t.to_json() for t in turns],
+                   "findings": [f.to_json() for f in findings]})
+        return
+    table([[str(t.turn), f"{t.chars:,}", f"{t.reused:,}",
+            f"{t.reused / t.chars:.0%}" if t.chars else "-",
+            f"{t.best / t.chars:.0%}" if t.chars else "-"] for t in turns],
+          ["TURN", "CHARS", "REUSED", "RATIO", "BEST"])
+    click.echo()
+    for finding in findings:
+        click.echo(f"{finding.kind} (from turn {finding.turn}): {finding.detail}")
