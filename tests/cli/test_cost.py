@@ -35,3 +35,28 @@ def test_bad_scenarios_are_refused(tl: Invoke) -> None:
     assert run.code == 2 and "unknown cache profile 'gemini'" in run.err
     run = tl("cost", "simulate", "--turns", "0", "--tokens-per-turn", "10", "--input-price", "1")
     assert run.code == 2
+
+
+def test_replay_compares_assembly_policies(tl: Invoke, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    records = [{"id": f"r{i}", "conversations": [
+        {"from": "human", "value": f"Tell me about topic {i}."},
+        {"from": "gpt", "value": "It is interesting. " * 40},
+        {"from": "human", "value": "More, please."},
+        {"from": "gpt", "value": "Certainly. " * 40},
+        {"from": "human", "value": "And finally?"}]} for i in range(3)]
+    path = tmp_path / "share.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    body = tl("cost", "replay", str(path), "--format", "sharegpt", "--json").json()
+    assert body["conversations"] == 3
+    ours = body["policies"]["threadline"]
+    assert {"prompt_tokens", "reused_tokens", "theoretical_reused_tokens",
+            "cost_usd"} <= set(ours)
+    assert ours["unexplained_misses"] == 0 and ours["reuse_vs_theoretical"] >= 0.99
+    assert body["policies"]["timestamp-in-system"]["unexplained_misses"] == 6
+    only = tl("cost", "replay", str(path), "--format", "sharegpt", "--policy", "threadline",
+              "--limit", "1", "--json").json()
+    assert list(only["policies"]) == ["threadline"] and only["conversations"] == 1
+    human = tl("cost", "replay", str(path), "--format", "sharegpt")
+    assert human.code == 0 and human.out.startswith("POLICY")

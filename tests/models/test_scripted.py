@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from threadline.models.scripted import _TOKEN, ScriptedModel, render_chatml, scripted_tokens
+from threadline.models.scripted import TOKEN_PATTERN, ScriptedModel, render_chatml, scripted_tokens
 from threadline.request import Message, Request, Segment, SegmentKind, Stability
 
 
@@ -40,4 +40,4 @@ def test_message_by_message_tokens_equal_whole_prompt_tokens(texts: list[str]) -
     model = ScriptedModel(["ok"])
     request = _request(*texts)
     completion = model.complete(request)
-    assert completion.usage.prompt_tokens == len(_TOKEN.findall(render_chatml(request)))
+    assert completion.usage.prompt_tokens == len(TOKEN_PATTERN.findall(render_chatml(request)))

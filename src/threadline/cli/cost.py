@@ -1,12 +1,20 @@
-"""``threadline cost simulate|profiles``: price a conversation before it happens."""
+"""``threadline cost simulate|replay|profiles``: price conversations before they happen, and
+real ones replayed through assembly policies."""
 
 from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
 
 import click
 
 from threadline.cache.pricing import profile, profiles
+from threadline.cache.replay import POLICIES, replay
 from threadline.cache.simulate import Scenario, simulate
-from threadline.cli._common import emit_json, table
+from threadline.cache.tokens import default_tokenizer
+from threadline.cli._common import Context, emit_json, pass_context, table
+from threadline.interop.importers import ImportRecord, read_records
 
 
 @click.group()
@@ -74,3 +82,49 @@ def profiles_(as_json: bool) -> None:
             str(p.min_prefix_tokens), str(p.granularity),
             "-" if p.ttl_seconds is None else f"{p.ttl_seconds:g}s"] for p in known.values()],
           ["PROFILE", "READ", "WRITE", "MIN_PREFIX", "STEP", "TTL"])
+
+
+@cost.command("replay")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(["sharegpt", "openai-jsonl"]), required=True,
+              help="sharegpt records, or OpenAI messages (one conversation per line).")
+@click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
+              help="Cache profile to bill under.")
+@click.option("--input-price", type=click.FloatRange(min=0), default=3.0, show_default=True,
+              metavar="USD_PER_MTOK", help="List price of input tokens, USD per million.")
+@click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES)),
+              help="Assembly policies to compare (repeatable). Default: all.")
+@click.option("--limit", type=click.IntRange(min=1), help="Replay at most this many.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def replay_(ctx: Context, file: str, fmt: str, profile_name: str, input_price: float,
+            policies: tuple[str, ...], limit: int | None, as_json: bool) -> None:
+    """Replay real conversations turn by turn through assembly policies and price them."""
+    data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    pricing = profile(profile_name)
+    records = [r for r in read_records(
+        data, "sharegpt" if fmt == "sharegpt" else "openai-messages",
+        max_message_bytes=ctx.settings.max_message_bytes) if isinstance(r, ImportRecord)]
+    if limit is not None:
+        records = records[:limit]
+    tokenizer = default_tokenizer()
+    show = not as_json and sys.stderr.isatty()
+    bar = click.progressbar(length=len(records), label="replaying", file=sys.stderr) \
+        if show else contextlib.nullcontext()
+    with bar as progress:
+        result = replay(((r.system, r.items) for r in records), tokenizer=tokenizer,
+                        profile=pricing, input_price=input_price,
+                        policies=policies or tuple(POLICIES),
+                        progress=progress.update if progress is not None else None)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    table([[name, f"{t.prompt_tokens:,}", f"{t.reused_tokens:,}",
+            f"{t.theoretical_reused_tokens:,}",
+            f"{t.reused_tokens / t.theoretical_reused_tokens:.3f}"
+            if t.theoretical_reused_tokens else "-", f"{t.cost_usd:.2f}",
+            f"{t.uncached_cost_usd:.2f}", str(t.unexplained_misses)]
+           for name, t in result.policies.items()],
+          ["POLICY", "PROMPT", "REUSED", "BEST", "RATIO", "USD", "NO_CACHE_USD", "UNEXPLAINED"])
+    click.echo(f"{result.conversations} conversations · tokenizer {result.tokenizer} · "
+               f"{result.profile} at ${input_price}/M")

@@ -20,13 +20,13 @@ from threadline.calls import SentRequest, Usage
 from threadline.models.base import Completion, OnText, Stopwatch
 from threadline.request import Message, Request
 
-_TOKEN = re.compile(r"\w+|[^\w\s]|\s+")
+TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]|\s+")
 _GENERATION_PROMPT = "<|im_start|>assistant\n"
 
 
 @lru_cache(maxsize=65_536)
 def scripted_tokens(text: str) -> tuple[str, ...]:
-    return tuple(_TOKEN.findall(text))
+    return tuple(TOKEN_PATTERN.findall(text))
 
 
 @lru_cache(maxsize=65_536)
