@@ -9,14 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_llama_cpp
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
+QUICK = {"append.py": [], "history_growth.py": ["--no-langgraph"], "replay_reuse.py": [],
+         "ttft_local.py": []}
 
 
-@pytest.mark.parametrize("script", ["append.py", "history_growth.py"])
+@pytest.mark.parametrize("script", sorted(QUICK))
 def test_benchmark_runs_in_quick_mode(script: str) -> None:
+    if script == "ttft_local.py":
+        require_llama_cpp()
     run = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--json",
-                          *(["--no-langgraph"] if script == "history_growth.py" else [])],
-                         capture_output=True, text=True, timeout=300)
+                          *QUICK[script]], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["benchmark"] == script.removesuffix(".py")
