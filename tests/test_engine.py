@@ -205,3 +205,17 @@ def test_regenerate_answers_again_on_a_new_branch(store: SQLiteStore) -> None:
     assert [i.text for i in store.history(first.conversation_id)] == [
         "Tell me a joke.", "first answer"]
     assert again.call.usage.cached_tokens > 0  # the fork re-sends the same prefix
+
+
+def test_the_time_goes_in_the_tail_and_never_breaks_the_prefix(store: SQLiteStore) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    ticks = iter(datetime(2026, 5, 3, 9, 0, tzinfo=UTC) + timedelta(minutes=m)
+                 for m in range(100))
+    engine = Engine(store, ScriptedModel(), time_in_context=True, clock=lambda: next(ticks))
+    first = engine.run_turn("What time is it?")
+    second = engine.run_turn("And now?", conversation_id=first.conversation_id)
+    sent = store.call(second.call.id).request
+    assert sent is not None and sent.messages[-2]["content"].startswith("[current time]\n2026-")
+    assert second.call.prefix is not None
+    assert second.call.prefix["cause"] == "tail_replaced" and second.call.prefix["expected"]

@@ -41,3 +41,20 @@ def test_ids_are_unique_and_time_ordered() -> None:
 def test_items_with_the_wrong_content_are_refused(kind: ItemKind, content: dict) -> None:
     with pytest.raises(InputError):
         NewItem(kind, content)
+
+
+def test_chain_items_matches_what_a_store_appends(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from threadline.items import chain_items, utc_now
+    from threadline.stores.base import Commit, NewConversation
+    from threadline.stores.sqlite import SQLiteStore
+
+    new = [NewItem.user("q"), NewItem.tool_call("t", "f", {"a": 1}),
+           NewItem.tool_result("t", "out"), NewItem.assistant("a"), NewItem.user("q2")]
+    store = SQLiteStore(tmp_path / "t.db")
+    store.commit(Commit(conversation_id="c_1", created_at=utc_now(),
+                        create=NewConversation("c_1"), items=new))
+    stored = store.history("c_1")
+    built = chain_items("c_1", new, created_at=stored[0].created_at)
+    assert [(i.seq, i.parent_seq, i.turn, i.hash) for i in built] == \
+        [(i.seq, i.parent_seq, i.turn, i.hash) for i in stored]
+    store.close()

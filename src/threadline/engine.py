@@ -24,9 +24,9 @@ from threadline.errors import (
     ModelError,
     TurnSuperseded,
 )
-from threadline.items import Branch, Item, ItemKind, utc_now
+from threadline.items import Branch, Item, ItemKind, format_time, utc_now
 from threadline.models.base import ModelBackend, OnText
-from threadline.request import Request, ToolSpec
+from threadline.request import Request, TailBlock, ToolSpec
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import MAIN, Commit, NewBranch, Store
 from threadline.turn.assemble import MessageMemo, assemble
@@ -62,6 +62,7 @@ class Engine:
     def __init__(self, store: Store, model: ModelBackend, *, system: str | None = None,
                  tools: Sequence[ToolSpec] = (),
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 time_in_context: bool = False,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.store = store
         self.model = model
@@ -69,6 +70,7 @@ class Engine:
         self.tools = tuple(tools)
         self.max_message_bytes = max_message_bytes
         self.clock = clock
+        self.time_in_context = time_in_context  # the current time, in the tail of each turn
         self._memo = MessageMemo()
 
     def run_turn(self, text: str, *, conversation_id: str | None = None, branch: str = MAIN,
@@ -126,11 +128,14 @@ class Engine:
         return self.answer(conversation_id, branch.name, on_text=on_text)
 
     def request_for(self, conversation_id: str, branch: str = MAIN) -> Request:
-        """The request the next call on a branch would send (assembly is pure: no side
-        effects)."""
+        """The request the next call on a branch would send. Assembly is pure; the clock is read
+        here, at the edge, and only when the time goes into the context (in the tail)."""
         conversation = self.store.conversation(conversation_id)
+        tail = [TailBlock("current time", format_time(self.clock()))] \
+            if self.time_in_context else []
         return assemble(self.store.history(conversation_id, branch),
-                        system=conversation.system, tools=self.tools, memo=self._memo)
+                        system=conversation.system, tools=self.tools, tail=tail,
+                        memo=self._memo)
 
     # -- steps ---------------------------------------------------------------------------
 

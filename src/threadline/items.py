@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -174,6 +174,21 @@ class Item:
             "created_at": format_time(self.created_at),
             "client_msg_id": self.client_msg_id,
         }
+
+
+def chain_items(conversation_id: str, new_items: Iterable[NewItem], *,
+                created_at: datetime, branch: str = "main") -> list[Item]:
+    """The items a store would append to an empty branch, built in memory (seq from 1, parent
+    links, turns and chained hashes): for replays, simulations and tests."""
+    out: list[Item] = []
+    for new in new_items:
+        parent = out[-1] if out else None
+        turn = (parent.turn if parent else 0) + (new.kind is ItemKind.USER)
+        parent_seq, parent_hash = (None, None) if parent is None else (parent.seq, parent.hash)
+        out.append(Item(conversation_id, len(out) + 1, branch, parent_seq, turn, new.kind,
+                        new.content, chain_hash_json(parent_hash, new.kind, new.content_json),
+                        created_at, new.client_msg_id))
+    return out
 
 
 @dataclass(frozen=True)

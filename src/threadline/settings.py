@@ -41,6 +41,7 @@ class Settings:
     model_path: Path | None = None
     threads: int | None = None  # None: every core the process may use
     system_prompt: str | None = None
+    time_in_context: bool = False  # the current time, in the tail of every turn
 
     @property
     def db_path(self) -> Path:
@@ -66,6 +67,8 @@ class Settings:
             settings = settings.with_(threads=_positive_int("THREADLINE_THREADS", value))
         if value := environ.get("THREADLINE_SYSTEM_PROMPT"):
             settings = settings.with_(system_prompt=value)
+        if value := environ.get("THREADLINE_TIME_IN_CONTEXT"):
+            settings = settings.with_(time_in_context=value.lower() in ("1", "true", "yes"))
         return settings
 
 

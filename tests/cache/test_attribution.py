@@ -12,7 +12,7 @@ from threadline.cache.attribution import Previous, report
 from threadline.cache.prefix import Cause, PrefixReport, block_hashes, layout_of
 from threadline.calls import SentRequest
 from threadline.engine import Engine
-from threadline.items import Item, ItemKind, chain_hash
+from threadline.items import Item, ItemKind, NewItem, chain_items
 from threadline.models.scripted import ScriptedModel, render_chatml
 from threadline.request import Message, Request, Segment, SegmentKind, Stability, TailBlock
 from threadline.stores.sqlite import SQLiteStore
@@ -22,13 +22,8 @@ _T = datetime(2026, 5, 3, tzinfo=UTC)
 
 
 def _items(*specs: tuple[ItemKind, dict]) -> list[Item]:
-    out, parent, turn = [], None, 0
-    for seq, (kind, content) in enumerate(specs, start=1):
-        turn += kind is ItemKind.USER
-        digest = chain_hash(parent, kind, content)
-        out.append(Item("c_t", seq, "main", seq - 1 or None, turn, kind, content, digest, _T))
-        parent = digest
-    return out
+    return chain_items("c_t", [NewItem(kind, content) for kind, content in specs],
+                       created_at=_T)
 
 
 def user(text: str) -> tuple[ItemKind, dict]:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.render.sdk_shapes import problems
-from threadline.items import Item, ItemKind, chain_hash
+from threadline.items import Item, ItemKind, NewItem, chain_items
 from threadline.render.anthropic import MAX_BREAKPOINTS, render_anthropic
 from threadline.render.openai import prompt_cache_key, render_openai
 from threadline.request import TailBlock, ToolSpec
@@ -21,13 +21,8 @@ LONG = "All prices in EUR. " * 400  # ~7,600 characters: past any minimum cachea
 
 
 def _items(*specs: tuple[ItemKind, dict]) -> list[Item]:
-    out, parent, turn = [], None, 0
-    for seq, (kind, content) in enumerate(specs, start=1):
-        turn += kind is ItemKind.USER
-        digest = chain_hash(parent, kind, content)
-        out.append(Item("c_r", seq, "main", seq - 1 or None, turn, kind, content, digest, _T))
-        parent = digest
-    return out
+    return chain_items("c_r", [NewItem(kind, content) for kind, content in specs],
+                       created_at=_T)
 
 
 HISTORY = _items(

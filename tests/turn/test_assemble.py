@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from threadline.items import Item, ItemKind, chain_hash
+from threadline.items import Item, ItemKind, NewItem, chain_items
 from threadline.request import SegmentKind, Stability, TailBlock, ToolSpec
 from threadline.turn.assemble import MessageMemo, assemble
 
@@ -12,14 +12,8 @@ _T = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def _items(*specs: tuple[ItemKind, dict]) -> list[Item]:
-    out: list[Item] = []
-    parent_hash, turn = None, 0
-    for seq, (kind, content) in enumerate(specs, start=1):
-        turn += kind is ItemKind.USER
-        digest = chain_hash(parent_hash, kind, content)
-        out.append(Item("c_x", seq, "main", seq - 1 or None, turn, kind, content, digest, _T))
-        parent_hash = digest
-    return out
+    return chain_items("c_x", [NewItem(kind, content) for kind, content in specs],
+                       created_at=_T)
 
 
 HISTORY = _items(

@@ -18,7 +18,7 @@ up to its last cache breakpoint (everything before its own volatile tail).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,7 +28,7 @@ from threadline.cache.prefix import common_prefix_len, layout_of
 from threadline.cache.pricing import CacheProfile
 from threadline.cache.tokens import Tokenizer
 from threadline.calls import SentRequest
-from threadline.items import Item, ItemKind, NewItem, chain_hash_json
+from threadline.items import Item, ItemKind, NewItem, chain_items
 from threadline.models.scripted import render_chatml
 from threadline.request import Request, Segment, SegmentKind, Stability, TailBlock
 from threadline.turn.assemble import MessageMemo, assemble
@@ -127,16 +127,6 @@ class ReplayResult:
                 "policies": {name: totals.to_json() for name, totals in self.policies.items()}}
 
 
-def _items(conversation_id: str, new_items: Sequence[NewItem]) -> Iterator[Item]:
-    parent, turn = None, 0
-    for seq, new in enumerate(new_items, start=1):
-        turn += new.kind is ItemKind.USER
-        digest = chain_hash_json(parent, new.kind, new.content_json)
-        yield Item(conversation_id, seq, "main", seq - 1 or None, turn, new.kind, new.content,
-                   digest, _T0)
-        parent = digest
-
-
 def replay(conversations: Iterable[tuple[str | None, Sequence[NewItem]]], *,
            tokenizer: Tokenizer, profile: CacheProfile, input_price: float,
            policies: Sequence[str] = tuple(POLICIES),
@@ -145,7 +135,7 @@ def replay(conversations: Iterable[tuple[str | None, Sequence[NewItem]]], *,
     count = 0
     for index, (system, new_items) in enumerate(conversations):
         count += 1
-        items = list(_items(f"c_{index}", new_items))
+        items = chain_items(f"c_{index}", new_items, created_at=_T0)
         for name in policies:
             memo = MessageMemo()
             assemble_for = POLICIES[name](memo)

@@ -56,7 +56,8 @@ def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
         store.conversation(conversation_id)
         store.head(conversation_id, branch)  # unknown branches fail here, not mid-turn
     engine = Engine(store, model, system=system or settings.system_prompt,
-                    max_message_bytes=settings.max_message_bytes)
+                    max_message_bytes=settings.max_message_bytes,
+                    time_in_context=settings.time_in_context)
     if text is not None:
         _once(engine, text, conversation_id, branch, client_msg_id, as_json)
         return
