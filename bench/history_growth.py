@@ -11,6 +11,9 @@ order rotates each round). Per turn, timed separately with ``perf_counter``:
                  10,000 turns ≤ 1.5 × the cost at 10 turns (median vs median).
   history cost   ``store.history()`` + ``assemble()``. Not part of the store target: it grows
                  with length by design until compaction exists.
+  prefix report  comparing the request with the previous call's (``cache.attribution``), which
+                 the engine does before committing. Also not part of the target: it reads
+                 both requests, so it grows with them.
 
 The request is recorded in two shapes, each its own run: ``messages`` (provider-shaped
 messages only, as an HTTP backend records a call) and ``rendered`` (messages plus the rendered
@@ -43,6 +46,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from threadline.cache.attribution import Previous, report
 from threadline.engine import Engine
 from threadline.items import NewItem, new_id, utc_now
 from threadline.models.scripted import ScriptedModel
@@ -88,9 +92,11 @@ def build(path: Path, turns: int, batch_turns: int = 500) -> str:
 
 
 def one_turn(store: SQLiteStore, cid: str, n: int, memo: MessageMemo | None = None,
-             shape: str = "rendered") -> tuple[float, float]:
-    """(store seconds, history+assemble seconds) of one turn; the model is not timed.
-    ``memo`` is the per-engine message memo the Engine passes to assemble."""
+             shape: str = "rendered",
+             previous: list[Previous] | None = None) -> tuple[float, float, float]:
+    """(store, history+assemble, prefix report) seconds of one turn; the model is not timed.
+    ``memo`` is the per-engine message memo the Engine passes to assemble; ``previous`` holds
+    the last call, which the prefix report compares against."""
     t0 = time.perf_counter()
     got = ingest(store, text_of("user", n), clock=utc_now, max_bytes=MAX_BYTES,
                  conversation_id=cid)
@@ -98,14 +104,20 @@ def one_turn(store: SQLiteStore, cid: str, n: int, memo: MessageMemo | None = No
     request = assemble(store.history(cid), system=None, memo=memo)
     t2 = time.perf_counter()
     completion = ScriptedModel([text_of("reply", n)]).complete(request)
-    if shape == "messages":
-        completion = replace(completion, sent=replace(completion.sent, prompt=None))
+    if shape == "messages":  # as an HTTP backend records a call: messages only
+        completion = replace(completion, sent=replace(completion.sent, prompt=None,
+                                                      tokens=None))
     outcome = CallOutcome(started_at=utc_now(), timings=completion.timings, completion=completion)
     t3 = time.perf_counter()
-    commit_reply(store, head=got.message, branch="main", request=request, outcome=outcome,
-                 model_id="scripted", clock=utc_now)
+    prefix = report(completion.sent, request, previous[-1] if previous else None)
     t4 = time.perf_counter()
-    return (t1 - t0) + (t4 - t3), t2 - t1
+    _, call = commit_reply(store, head=got.message, branch="main", request=request,
+                           outcome=outcome, model_id="scripted", clock=utc_now,
+                           prefix=prefix.to_json())
+    t5 = time.perf_counter()
+    if previous is not None:
+        previous[:] = [Previous(call.id, completion.sent, prefix.layout)]
+    return (t1 - t0) + (t5 - t4), t2 - t1, t4 - t3
 
 
 def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: int,
@@ -116,9 +128,11 @@ def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: i
         cid = build(path, length)
         built = disk_bytes(path)
         store = SQLiteStore(path)  # default durability: full
-        memo = MessageMemo()
-        first = [one_turn(store, cid, length + i, memo, shape)[0] for i in range(warmup)]
-        runs[length] = {"path": path, "cid": cid, "store": store, "memo": memo, "store_s": [],
+        memo, previous = MessageMemo(), []
+        first = [one_turn(store, cid, length + i, memo, shape, previous)[0]
+                 for i in range(warmup)]
+        runs[length] = {"path": path, "cid": cid, "store": store, "memo": memo,
+                        "previous": previous, "store_s": [], "report_s": [],
                         "history_s": [], "before": disk_bytes(path), "built": built,
                         "first": first[0] if first else None}
     for r, start in enumerate(range(0, turns, round_size)):
@@ -126,9 +140,11 @@ def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: i
         for length in order:
             run = runs[length]
             for i in range(start, min(start + round_size, turns)):
-                store_s, history_s = one_turn(run["store"], run["cid"], length + warmup + i,
-                                              run["memo"], shape)
+                store_s, history_s, report_s = one_turn(
+                    run["store"], run["cid"], length + warmup + i, run["memo"], shape,
+                    run["previous"])
                 run["store_s"].append(store_s)
+                run["report_s"].append(report_s)
                 run["history_s"].append(history_s)
     out = {}
     for length, run in runs.items():
@@ -138,6 +154,7 @@ def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: i
             "store_median_ms": statistics.median(run["store_s"]) * 1e3,
             "store_p90_ms": statistics.quantiles(run["store_s"], n=10)[-1] * 1e3,
             "history_assemble_median_ms": statistics.median(run["history_s"]) * 1e3,
+            "prefix_report_median_ms": statistics.median(run["report_s"]) * 1e3,
             "bytes_per_turn_total": after / (length + warmup + turns),
             "bytes_per_timed_turn": (after - run["before"]) / turns,
             # the first call on a history that has no recorded call yet stores its request
@@ -249,11 +266,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"store overhead per turn (ingest + commit_reply + call record), durability full,"
               f" {g['turns_timed']} timed turns per length, request shape: {g['shape']}")
         print(f"{'turns':>7} {'median ms':>10} {'p90 ms':>8} {'B/turn total':>13} "
-              f"{'B/timed turn':>13} | {'history+assemble ms (not in target)':>35}")
+              f"{'B/timed turn':>13} | not in target: {'history+assemble ms':>19} "
+              f"{'prefix report ms':>16}")
         for length, row in g["by_length"].items():
             print(f"{length:>7} {row['store_median_ms']:>10.3f} {row['store_p90_ms']:>8.3f} "
                   f"{row['bytes_per_turn_total']:>13.0f} {row['bytes_per_timed_turn']:>13.0f} |"
-                  f" {row['history_assemble_median_ms']:>35.3f}")
+                  f" {'':>14} {row['history_assemble_median_ms']:>19.3f} "
+                  f"{row['prefix_report_median_ms']:>16.3f}")
         for length, row in g["by_length"].items():
             if row["first_warmup_store_ms"] is not None:
                 print(f"  {length}: first (warm-up) call, request stored whole: store "

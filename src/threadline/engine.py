@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from threadline.cache.attribution import Previous
+from threadline.cache.attribution import Previous, report
 from threadline.cache.prefix import PrefixReport
 from threadline.calls import ModelCall
 from threadline.errors import (
@@ -31,7 +31,7 @@ from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import MAIN, Commit, NewBranch, Store
 from threadline.turn.assemble import MessageMemo, assemble
 from threadline.turn.call import call_model
-from threadline.turn.commit import commit_reply, record_failure
+from threadline.turn.commit import commit_reply, record_failure, sent_request
 from threadline.turn.ingest import ingest, validate_text
 
 
@@ -142,11 +142,12 @@ class Engine:
     def _respond(self, head: Item, branch: str, on_text: OnText | None) -> TurnResult:
         request = self.request_for(head.conversation_id, branch)
         outcome = call_model(self.model, request, clock=self.clock, on_text=on_text)
-        previous = self._previous(head.conversation_id, branch)
+        sent = sent_request(request, outcome, self.model.model_id)
+        prefix = report(sent, request, self._previous(head.conversation_id, branch)).to_json()
         if outcome.completion is None:
             call = record_failure(self.store, head=head, branch=branch, request=request,
                                   outcome=outcome, model_id=self.model.model_id,
-                                  clock=self.clock, previous=previous)
+                                  clock=self.clock, prefix=prefix)
             assert outcome.error is not None
             if isinstance(outcome.error, KeyboardInterrupt):
                 raise outcome.error
@@ -155,7 +156,7 @@ class Engine:
             raise ModelCallFailed(call.id, outcome.error) from outcome.error
         reply, call = commit_reply(self.store, head=head, branch=branch, request=request,
                                    outcome=outcome, model_id=self.model.model_id,
-                                   clock=self.clock, previous=previous)
+                                   clock=self.clock, prefix=prefix)
         return TurnResult(head.conversation_id, branch, head, reply, call)
 
     def _previous(self, conversation_id: str, branch: str) -> Previous | None:

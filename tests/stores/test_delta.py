@@ -48,7 +48,7 @@ def test_an_append_only_request_stores_only_its_new_tail() -> None:
     delta = encode(second, first)
     assert delta["messages"]["keep"] == 1 and len(delta["messages"]["tail"]) == 1
     assert delta["prompt"] == {"keep": 1000, "tail": "q"}
-    assert delta["tokens"] == {"keep": 1000, "tail": [7]}
+    assert delta["tokens"] == {"keep": 1000, "tail": (7,)}
 
 
 @given(st.text(max_size=10_000), st.text(max_size=10_000))

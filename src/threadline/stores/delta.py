@@ -19,11 +19,9 @@ from threadline.errors import StoreError
 _FIELDS = ("messages", "prompt", "tokens")
 
 
-def _field(request: SentRequest, name: str) -> str | list[Any] | None:
+def _field(request: SentRequest, name: str) -> str | tuple[Any, ...] | None:
     value = getattr(request, name)
-    if value is None or isinstance(value, str):
-        return value
-    return list(value)
+    return value if value is None or isinstance(value, str | tuple) else tuple(value)
 
 
 def encode(request: SentRequest, base: SentRequest | None) -> dict[str, Any]:

@@ -1,5 +1,4 @@
-"""Commit: append the reply and its model-call record (with its prefix report) in one
-transaction.
+"""Commit: append the reply and its model-call record in one transaction.
 
 The commit carries the branch head the request was assembled against; if another writer moved
 the branch meanwhile, nothing is appended and the call is recorded as superseded instead.
@@ -7,10 +6,10 @@ the branch meanwhile, nothing is appended and the call is recorded as superseded
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
-from threadline.cache.attribution import Previous, report
 from threadline.calls import CallStatus, ModelCall, SentRequest, Usage
 from threadline.errors import TurnSuperseded
 from threadline.items import Item, NewItem, new_id
@@ -19,17 +18,22 @@ from threadline.stores.base import Commit, Store
 from threadline.turn.call import CallOutcome
 
 
+def sent_request(request: Request, outcome: CallOutcome, model_id: str) -> SentRequest:
+    """What the call sent; for a call that failed before sending, what it meant to send (the
+    request's messages in the OpenAI shape)."""
+    if outcome.completion is not None:
+        return outcome.completion.sent
+    return SentRequest(model=model_id, messages=tuple(request.openai_messages()))
+
+
 def call_record(*, head: Item, branch: str, request: Request, outcome: CallOutcome,
                 model_id: str, error: str | None = None,
-                previous: Previous | None = None) -> ModelCall:
-    """The record of one call. A call that failed before sending records what it meant to
-    send: the request's messages in the OpenAI shape."""
+                prefix: Mapping[str, Any] | None = None) -> ModelCall:
+    """The record of one call, with its prefix report (``cache.attribution.report``)."""
     completion = outcome.completion
     if outcome.error is not None:
         error = f"{type(outcome.error).__name__}: {outcome.error}"
     ok = completion is not None and error is None
-    sent = completion.sent if completion else SentRequest(
-        model=model_id, messages=tuple(request.openai_messages()))
     return ModelCall(
         id=new_id("call_"),
         conversation_id=head.conversation_id,
@@ -39,22 +43,22 @@ def call_record(*, head: Item, branch: str, request: Request, outcome: CallOutco
         reply_seq=None,
         status=CallStatus.OK if ok else CallStatus.FAILED,
         model=completion.sent.model if completion else model_id,
-        request=sent,
+        request=sent_request(request, outcome, model_id),
         response=completion.response_json() if completion else {},
         usage=completion.usage if completion else Usage(),
         timings=outcome.timings,
         started_at=outcome.started_at,
         error=error,
-        prefix=report(sent, request, previous).to_json(),
+        prefix=prefix,
     )
 
 
 def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
                  outcome: CallOutcome, model_id: str, clock: Callable[[], datetime],
-                 previous: Previous | None = None) -> tuple[Item, ModelCall]:
+                 prefix: Mapping[str, Any] | None = None) -> tuple[Item, ModelCall]:
     assert outcome.completion is not None
     call = call_record(head=head, branch=branch, request=request, outcome=outcome,
-                       model_id=model_id, previous=previous)
+                       model_id=model_id, prefix=prefix)
     try:
         result = store.commit(Commit(
             conversation_id=head.conversation_id, created_at=clock(), branch=branch,
@@ -63,7 +67,7 @@ def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
     except TurnSuperseded as err:
         record_failure(store, head=head, branch=branch, request=request, outcome=outcome,
                        model_id=model_id, clock=clock, error=f"superseded: {err.message}",
-                       previous=previous)
+                       prefix=prefix)
         raise
     assert result.call is not None
     return result.items[0], result.call
@@ -71,9 +75,10 @@ def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
 
 def record_failure(store: Store, *, head: Item, branch: str, request: Request,
                    outcome: CallOutcome, model_id: str, clock: Callable[[], datetime],
-                   error: str | None = None, previous: Previous | None = None) -> ModelCall:
+                   error: str | None = None,
+                   prefix: Mapping[str, Any] | None = None) -> ModelCall:
     call = call_record(head=head, branch=branch, request=request, outcome=outcome,
-                       model_id=model_id, error=error, previous=previous)
+                       model_id=model_id, error=error, prefix=prefix)
     result = store.commit(Commit(conversation_id=head.conversation_id, created_at=clock(),
                                  branch=branch, check_head=False, call=call))
     assert result.call is not None
