@@ -122,6 +122,11 @@ def test_tokens_and_full_blocks_are_counted() -> None:
     result = report(after, request, Previous("p", before, layout_of(request)))
     assert (result.reused_tokens, result.previous_tokens, result.prompt_tokens) == (70, 100, 111)
     assert result.reused_blocks == 70 // 16 == 4
+    # what vLLM would find: the leading block hashes the two requests share
+    shared = sum(1 for a, b in zip(block_hashes(list(before.tokens or ())),
+                                   block_hashes(list(after.tokens or ())), strict=False)
+                 if a == b)
+    assert shared == result.reused_blocks
     assert block_hashes(list(range(40)))[:2] == block_hashes(list(range(33)))[:2]
     assert len(block_hashes(list(range(40)))) == 2  # the partial third block has no hash
 

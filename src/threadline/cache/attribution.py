@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadline.cache.prefix import (
+    BLOCK_SIZE,
     Cause,
     Divergence,
     PrefixReport,
-    block_hashes,
     common_prefix_len,
     layout_of,
     looks_volatile,
@@ -56,7 +56,7 @@ def report(sent: SentRequest, request: Request, previous: Previous | None) -> Pr
     prompt_bytes = len(text.encode("utf-8"))
     tokens = sent.tokens
     layout = layout_of(request)
-    blocks = None if tokens is None else len(tokens) // 16
+    blocks = None if tokens is None else len(tokens) // BLOCK_SIZE
     if previous is None:
         return PrefixReport(None, prompt_bytes, 0, 0, None if tokens is None else len(tokens),
                             None if tokens is None else 0, None, None if tokens is None else 0,
@@ -70,8 +70,9 @@ def report(sent: SentRequest, request: Request, previous: Previous | None) -> Pr
     if tokens is not None and before.tokens is not None:
         reused_tokens = common_prefix_len(before.tokens, tokens)
         previous_tokens = len(before.tokens)
-        reused_blocks = common_prefix_len(block_hashes(before.tokens[: reused_tokens + 16]),
-                                          block_hashes(tokens[: reused_tokens + 16]))
+        # parent-chained block hashes agree exactly as far as the tokens do, in whole blocks
+        # (tests/cache/test_attribution.py checks this against block_hashes)
+        reused_blocks = reused_tokens // BLOCK_SIZE
     cause, detail, divergence = _attribute(sent, request, previous, shared_chars, text,
                                            old_text, reused_bytes, reused_tokens, layout)
     return PrefixReport(previous.call_id, prompt_bytes, reused_bytes, previous_bytes,
