@@ -92,9 +92,6 @@ class LlamaCppModel:
         """The prompt text from the model's own chat template, and its token ids."""
         return self.template.render(request)
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.template.tokenize(text))
-
     def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
         watch = Stopwatch()
         prompt, tokens = self.render(request)
