@@ -340,14 +340,7 @@ class SQLiteStore:
 
     def head(self, conversation_id: str, branch: str = MAIN) -> Item | None:
         with self._lock:
-            for name, limit in self._lineage(self._conn, conversation_id, branch):
-                row = self._conn.execute(
-                    f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND "
-                    "branch = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
-                    (conversation_id, name, limit)).fetchone()
-                if row is not None:
-                    return _item(row)
-        return None
+            return self._head(self._conn, conversation_id, branch)
 
     def _write_position(self, db: sqlite3.Connection, conversation_id: str,
                         branch: str) -> tuple[int, tuple[int, str, int] | None]:
@@ -362,17 +355,17 @@ class SQLiteStore:
             " ORDER BY seq DESC LIMIT 1) AS h", (conversation_id, name, limit)).fetchone()
         if row[1] is not None:
             return int(row[0]), (int(row[1]), str(row[2]), int(row[3]))
-        return int(row[0]), self._head_row(db, conversation_id, branch)
+        head = self._head(db, conversation_id, branch)  # a fresh fork: look in its ancestors
+        return int(row[0]), None if head is None else (head.seq, head.hash, head.turn)
 
-    def _head_row(self, db: sqlite3.Connection, conversation_id: str,
-                  branch: str) -> tuple[int, str, int] | None:
-        """(seq, hash, turn) of the branch head, or None for an empty branch."""
+    def _head(self, db: sqlite3.Connection, conversation_id: str, branch: str) -> Item | None:
+        """The newest item on the branch or, for a fresh fork, on its ancestors."""
         for name, limit in self._lineage(db, conversation_id, branch):
-            row = db.execute("SELECT seq, hash, turn FROM items WHERE conversation_id = ? AND "
+            row = db.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND "
                              "branch = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
                              (conversation_id, name, limit)).fetchone()
             if row is not None:
-                return int(row[0]), str(row[1]), int(row[2])
+                return _item(row)
         return None
 
     def _lineage(self, db: sqlite3.Connection, conversation_id: str,
