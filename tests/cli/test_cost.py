@@ -47,9 +47,11 @@ def test_replay_compares_assembly_policies(tl: Invoke, tmp_path) -> None:  # typ
         {"from": "gpt", "value": "Certainly. " * 40},
         {"from": "human", "value": "And finally?"}]} for i in range(3)]
     path = tmp_path / "share.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in records))
-    body = tl("cost", "replay", str(path), "--format", "sharegpt", "--json").json()
-    assert body["conversations"] == 3
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n{broken")
+    run = tl("cost", "replay", str(path), "--format", "sharegpt", "--json")
+    assert "skipped line 4: not valid JSON" in run.err
+    body = run.json()
+    assert body["conversations"] == 3 and body["skipped"][0]["where"] == "line 4"
     ours = body["policies"]["threadline"]
     assert {"prompt_tokens", "reused_tokens", "theoretical_reused_tokens",
             "cost_usd"} <= set(ours)

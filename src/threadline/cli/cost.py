@@ -102,9 +102,12 @@ def replay_(ctx: Context, file: str, fmt: str, profile_name: str, input_price: f
     """Replay real conversations turn by turn through assembly policies and price them."""
     data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
     pricing = profile(profile_name)
-    records = [r for r in read_records(
-        data, "sharegpt" if fmt == "sharegpt" else "openai-messages",
-        max_message_bytes=ctx.settings.max_message_bytes) if isinstance(r, ImportRecord)]
+    read = list(read_records(data, "sharegpt" if fmt == "sharegpt" else "openai-messages",
+                             max_message_bytes=ctx.settings.max_message_bytes))
+    records = [r for r in read if isinstance(r, ImportRecord)]
+    skipped = [r for r in read if not isinstance(r, ImportRecord)]
+    for bad in skipped:
+        click.echo(f"skipped {bad.where}: {bad.error}", err=True)
     if limit is not None:
         records = records[:limit]
     tokenizer = default_tokenizer()
@@ -117,7 +120,7 @@ def replay_(ctx: Context, file: str, fmt: str, profile_name: str, input_price: f
                         policies=policies or tuple(POLICIES),
                         progress=progress.update if progress is not None else None)
     if as_json:
-        emit_json(result.to_json())
+        emit_json({**result.to_json(), "skipped": [b.to_json() for b in skipped]})
         return
     table([[name, f"{t.prompt_tokens:,}", f"{t.reused_tokens:,}",
             f"{t.theoretical_reused_tokens:,}",
