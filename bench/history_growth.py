@@ -92,21 +92,23 @@ def build(path: Path, turns: int, batch_turns: int = 500) -> str:
 
 
 def one_turn(store: SQLiteStore, cid: str, n: int, memo: MessageMemo | None = None,
-             shape: str = "rendered",
-             previous: list[Previous] | None = None) -> tuple[float, float, float]:
+             shape: str = "rendered", previous: list[Previous] | None = None,
+             model: ScriptedModel | None = None) -> tuple[float, float, float]:
     """(store, history+assemble, prefix report) seconds of one turn; the model is not timed.
-    ``memo`` is the per-engine message memo the Engine passes to assemble; ``previous`` holds
-    the last call, which the prefix report compares against."""
+    ``memo`` is the per-engine message memo the Engine passes to assemble, ``model`` the
+    engine's model (which renders each request on the previous one's parts); ``previous``
+    holds the last call, which the prefix report compares against."""
     t0 = time.perf_counter()
     got = ingest(store, text_of("user", n), clock=utc_now, max_bytes=MAX_BYTES,
                  conversation_id=cid)
     t1 = time.perf_counter()
     request = assemble(store.history(cid), system=None, memo=memo)
     t2 = time.perf_counter()
-    completion = ScriptedModel([text_of("reply", n)]).complete(request)
+    model = model or ScriptedModel()
+    model.enqueue(text_of("reply", n))
+    completion = model.complete(request)
     if shape == "messages":  # as an HTTP backend records a call: messages only
-        completion = replace(completion, sent=replace(completion.sent, prompt=None,
-                                                      tokens=None))
+        completion = replace(completion, sent=replace(completion.sent, rendering=None))
     outcome = CallOutcome(started_at=utc_now(), timings=completion.timings, completion=completion)
     t3 = time.perf_counter()
     prefix = report(completion.sent, request, previous[-1] if previous else None)
@@ -128,10 +130,10 @@ def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: i
         cid = build(path, length)
         built = disk_bytes(path)
         store = SQLiteStore(path)  # default durability: full
-        memo, previous = MessageMemo(), []
-        first = [one_turn(store, cid, length + i, memo, shape, previous)[0]
+        memo, previous, model = MessageMemo(), [], ScriptedModel()
+        first = [one_turn(store, cid, length + i, memo, shape, previous, model)[0]
                  for i in range(warmup)]
-        runs[length] = {"path": path, "cid": cid, "store": store, "memo": memo,
+        runs[length] = {"path": path, "cid": cid, "store": store, "memo": memo, "model": model,
                         "previous": previous, "store_s": [], "report_s": [],
                         "history_s": [], "before": disk_bytes(path), "built": built,
                         "first": first[0] if first else None}
@@ -142,7 +144,7 @@ def growth(tmp: Path, lengths: list[int], turns: int, warmup: int, round_size: i
             for i in range(start, min(start + round_size, turns)):
                 store_s, history_s, report_s = one_turn(
                     run["store"], run["cid"], length + warmup + i, run["memo"], shape,
-                    run["previous"])
+                    run["previous"], run["model"])
                 run["store_s"].append(store_s)
                 run["report_s"].append(report_s)
                 run["history_s"].append(history_s)

@@ -7,12 +7,14 @@ response, usage, timings, the model id and the call's place in the conversation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
+from threadline.cache.prefix import common_prefix_len
 from threadline.items import canonical_json, format_time
 
 
@@ -37,24 +39,170 @@ class Timings:
         return {"ttft_ms": ttft, "total_ms": round(self.total_ms, 3)}
 
 
+class RenderedPart(NamedTuple):
+    """One message's share of a rendered prompt: its text and token ids, and where the part
+    ends in the whole prompt (in characters, UTF-8 bytes and tokens)."""
+
+    text: str
+    tokens: tuple[int, ...]
+    chars_end: int
+    bytes_end: int
+    tokens_end: int
+
+
+@dataclass(frozen=True)
+class Shared:
+    """How much two renderings have in common, from the start."""
+
+    chars: int
+    bytes: int
+    tokens: int
+
+
+class Rendering:
+    """A rendered prompt and its token ids, in parts that end where messages end.
+
+    A backend that renders message by message builds each request on the previous one's parts,
+    sharing the part objects of what did not change. Comparing two renderings is then a pointer
+    check per part plus a scan of what follows the last shared part, and the whole prompt and
+    token list are joined only when someone asks for them: recording the 10,000th turn of a
+    conversation costs what the turn added, not the millions of tokens before it.
+    """
+
+    __slots__ = ("parts", "has_tokens", "_prompt", "_tokens")
+
+    def __init__(self, parts: Sequence[RenderedPart], *, has_tokens: bool = True) -> None:
+        self.parts = tuple(parts)
+        self.has_tokens = has_tokens
+        self._prompt: str | None = None
+        self._tokens: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, prompt: str, tokens: Sequence[int] | None = None) -> Rendering:
+        """A rendering in one part, from a backend that renders the whole prompt at once."""
+        return cls.extend((), [(prompt, tuple(tokens or ()))], has_tokens=tokens is not None)
+
+    @classmethod
+    def extend(cls, kept: Sequence[RenderedPart], pieces: Iterable[tuple[str, tuple[int, ...]]],
+               *, has_tokens: bool = True) -> Rendering:
+        """``kept`` (parts of an earlier rendering, from its start) followed by new pieces."""
+        parts = list(kept)
+        chars, size, count = (parts[-1].chars_end, parts[-1].bytes_end, parts[-1].tokens_end) \
+            if parts else (0, 0, 0)
+        for text, tokens in pieces:
+            chars, size, count = chars + len(text), size + _utf8_len(text), count + len(tokens)
+            parts.append(RenderedPart(text, tokens, chars, size, count))
+        return cls(parts, has_tokens=has_tokens)
+
+    @property
+    def prompt(self) -> str:
+        if self._prompt is None:
+            self._prompt = "".join(part.text for part in self.parts)
+        return self._prompt
+
+    @property
+    def tokens(self) -> tuple[int, ...] | None:
+        if not self.has_tokens:
+            return None
+        if self._tokens is None:
+            self._tokens = tuple(t for part in self.parts for t in part.tokens)
+        return self._tokens
+
+    @property
+    def chars(self) -> int:
+        return self.parts[-1].chars_end if self.parts else 0
+
+    @property
+    def n_bytes(self) -> int:
+        return self.parts[-1].bytes_end if self.parts else 0
+
+    @property
+    def n_tokens(self) -> int | None:
+        return (self.parts[-1].tokens_end if self.parts else 0) if self.has_tokens else None
+
+    def shared(self, other: Rendering) -> Shared:
+        """The common prefix of this rendering and ``other``, exact to the character and
+        token: whole shared parts first (equal parts, usually the same objects), then a scan
+        of the rest."""
+        k = common_prefix_len(self.parts, other.parts)
+        last = self.parts[k - 1] if k else RenderedPart("", (), 0, 0, 0)
+        mine, theirs = _text_from(self.parts, k), _text_from(other.parts, k)
+        chars = common_prefix_len(mine, theirs)
+        tokens = 0
+        if self.has_tokens and other.has_tokens:
+            tokens = last.tokens_end + common_prefix_len(_tokens_from(self.parts, k),
+                                                         _tokens_from(other.parts, k))
+        return Shared(last.chars_end + chars, last.bytes_end + _utf8_len(mine[:chars]), tokens)
+
+    def prompt_from(self, chars: int) -> str:
+        """The prompt from character ``chars`` to the end."""
+        i = bisect_right(self.parts, chars, key=lambda part: part.chars_end)
+        if i == len(self.parts):
+            return ""
+        start = self.parts[i].chars_end - len(self.parts[i].text)
+        return self.parts[i].text[chars - start:] + _text_from(self.parts, i + 1)
+
+    def tokens_from(self, count: int) -> tuple[int, ...]:
+        """The token ids from position ``count`` to the end."""
+        i = bisect_right(self.parts, count, key=lambda part: part.tokens_end)
+        if i == len(self.parts):
+            return ()
+        start = self.parts[i].tokens_end - len(self.parts[i].tokens)
+        return self.parts[i].tokens[count - start:] + _tokens_from(self.parts, i + 1)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Rendering):
+            return NotImplemented
+        if self.has_tokens != other.has_tokens or self.chars != other.chars \
+                or self.n_tokens != other.n_tokens:
+            return False
+        shared = self.shared(other)
+        return shared.chars == self.chars and shared.tokens == (self.n_tokens or 0)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Rendering({len(self.parts)} parts, {self.chars} chars, {self.n_tokens} tokens)"
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _text_from(parts: Sequence[RenderedPart], start: int) -> str:
+    return "".join(part.text for part in parts[start:])
+
+
+def _tokens_from(parts: Sequence[RenderedPart], start: int) -> tuple[int, ...]:
+    return tuple(t for part in parts[start:] for t in part.tokens)
+
+
 @dataclass(frozen=True)
 class SentRequest:
     """The request exactly as the backend sent it.
 
-    ``messages`` are provider-shaped dicts; ``prompt`` and ``tokens`` are set by backends that
-    render a chat template themselves (llama.cpp), so reuse can be measured in tokens.
+    ``messages`` are provider-shaped dicts; ``rendering`` is set by backends that render a chat
+    template themselves (llama.cpp): the prompt text and its token ids, so reuse can be
+    measured in tokens.
     """
 
     model: str
     messages: tuple[Mapping[str, Any], ...]
     params: Mapping[str, Any] = field(default_factory=dict)
-    prompt: str | None = None
-    tokens: tuple[int, ...] | None = None
+    rendering: Rendering | None = None
+
+    @property
+    def prompt(self) -> str | None:
+        return None if self.rendering is None else self.rendering.prompt
+
+    @property
+    def tokens(self) -> tuple[int, ...] | None:
+        return None if self.rendering is None else self.rendering.tokens
 
     def exact_bytes(self) -> bytes:
         """The bytes the model consumed: the rendered prompt, or the canonical JSON payload."""
-        if self.prompt is not None:
-            return self.prompt.encode("utf-8")
+        if self.rendering is not None:
+            return self.rendering.prompt.encode("utf-8")
         payload = {"model": self.model, "messages": list(self.messages), **self.params}
         return canonical_json(payload).encode("utf-8")
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from threadline.cache.attribution import Previous, report
 from threadline.cache.prefix import Cause, PrefixReport, block_hashes, layout_of
-from threadline.calls import SentRequest
+from threadline.calls import Rendering, SentRequest
 from threadline.engine import Engine
 from threadline.items import Item, ItemKind, NewItem, chain_items
 from threadline.models.scripted import ScriptedModel, render_chatml
@@ -36,7 +36,7 @@ def bot(text: str) -> tuple[ItemKind, dict]:
 
 def _sent(request: Request, **params: object) -> SentRequest:
     return SentRequest(model="m", messages=tuple(request.openai_messages()), params=params,
-                       prompt=render_chatml(request))
+                       rendering=Rendering.of(render_chatml(request)))
 
 
 def _pair(before: Request, after: Request, *, same_branch: bool = True,
@@ -117,8 +117,10 @@ def test_a_changed_model_is_named_first() -> None:
 
 def test_tokens_and_full_blocks_are_counted() -> None:
     request = assemble(HISTORY)
-    before = replace(_sent(request), tokens=tuple(range(100)))
-    after = replace(_sent(request), tokens=tuple(range(70)) + (999,) + tuple(range(40)))
+    prompt = render_chatml(request)
+    before = replace(_sent(request), rendering=Rendering.of(prompt, range(100)))
+    after = replace(_sent(request), rendering=Rendering.of(
+        prompt, tuple(range(70)) + (999,) + tuple(range(40))))
     result = report(after, request, Previous("p", before, layout_of(request)))
     assert (result.reused_tokens, result.previous_tokens, result.prompt_tokens) == (70, 100, 111)
     assert result.reused_blocks == 70 // 16 == 4

@@ -52,36 +52,43 @@ def _tools(request: SentRequest) -> list[Any]:
 
 def report(sent: SentRequest, request: Request, previous: Previous | None) -> PrefixReport:
     """The prefix report of ``sent`` (assembled as ``request``) against ``previous``."""
-    text = _text(sent)
-    prompt_bytes = len(text.encode("utf-8"))
-    tokens = sent.tokens
+    rendering = sent.rendering
+    tokens = None if rendering is None else rendering.n_tokens
+    text = _text(sent) if rendering is None else ""  # a rendering measures itself
+    prompt_bytes = len(text.encode("utf-8")) if rendering is None else rendering.n_bytes
     layout = layout_of(request)
-    blocks = None if tokens is None else len(tokens) // BLOCK_SIZE
+    blocks = None if tokens is None else tokens // BLOCK_SIZE
     if previous is None:
-        return PrefixReport(None, prompt_bytes, 0, 0, None if tokens is None else len(tokens),
-                            None if tokens is None else 0, None, None if tokens is None else 0,
-                            blocks, Cause.FIRST_CALL, "no earlier call to reuse", None, layout)
+        return PrefixReport(None, prompt_bytes, 0, 0, tokens, None if tokens is None else 0,
+                            None, None if tokens is None else 0, blocks, Cause.FIRST_CALL,
+                            "no earlier call to reuse", None, layout)
     before = previous.request
-    old_text = _text(before)
-    shared_chars = common_prefix_len(old_text, text)
-    reused_bytes = len(text[:shared_chars].encode("utf-8"))
-    previous_bytes = len(old_text.encode("utf-8"))
     reused_tokens = previous_tokens = reused_blocks = None
-    if tokens is not None and before.tokens is not None:
-        reused_tokens = common_prefix_len(before.tokens, tokens)
-        previous_tokens = len(before.tokens)
+    if rendering is not None and before.rendering is not None:
+        # renderings compare part by part: what the two share costs nothing to confirm
+        shared = rendering.shared(before.rendering)
+        shared_chars, reused_bytes = shared.chars, shared.bytes
+        previous_chars, previous_bytes = before.rendering.chars, before.rendering.n_bytes
+        if tokens is not None and before.rendering.n_tokens is not None:
+            reused_tokens, previous_tokens = shared.tokens, before.rendering.n_tokens
+    else:
+        text, old_text = text or _text(sent), _text(before)
+        shared_chars, previous_chars = common_prefix_len(old_text, text), len(old_text)
+        reused_bytes = len(text[:shared_chars].encode("utf-8"))
+        previous_bytes = len(old_text.encode("utf-8"))
+    if reused_tokens is not None:
         # parent-chained block hashes agree exactly as far as the tokens do, in whole blocks
         # (tests/cache/test_attribution.py checks this against block_hashes)
         reused_blocks = reused_tokens // BLOCK_SIZE
-    cause, detail, divergence = _attribute(sent, request, previous, shared_chars, text,
-                                           old_text, reused_bytes, reused_tokens, layout)
-    return PrefixReport(previous.call_id, prompt_bytes, reused_bytes, previous_bytes,
-                        None if tokens is None else len(tokens), reused_tokens, previous_tokens,
-                        reused_blocks, blocks, cause, detail, divergence, layout)
+    cause, detail, divergence = _attribute(sent, request, previous, shared_chars,
+                                           previous_chars, reused_bytes, reused_tokens, layout)
+    return PrefixReport(previous.call_id, prompt_bytes, reused_bytes, previous_bytes, tokens,
+                        reused_tokens, previous_tokens, reused_blocks, blocks, cause, detail,
+                        divergence, layout)
 
 
 def _attribute(sent: SentRequest, request: Request, previous: Previous, shared_chars: int,
-               text: str, old_text: str, reused_bytes: int, reused_tokens: int | None,
+               previous_chars: int, reused_bytes: int, reused_tokens: int | None,
                layout: Sequence[tuple[str, str, int, int]]
                ) -> tuple[Cause, str, Divergence | None]:
     before = previous.request
@@ -94,7 +101,7 @@ def _attribute(sent: SentRequest, request: Request, previous: Previous, shared_c
         return (Cause.TOOLS_REORDERED if same_set else Cause.TOOLS_CHANGED,
                 "tool definitions re-ordered" if same_set else "tool definitions changed",
                 Divergence(0, reused_bytes, reused_tokens, "tools", None, "tools"))
-    if shared_chars == len(old_text):
+    if shared_chars == previous_chars:
         if previous.same_branch:
             return Cause.APPEND_ONLY, "the previous request is an exact prefix", None
         return Cause.FORK, "first call on this branch; compared with the branch it forked from", \
@@ -117,7 +124,7 @@ def _attribute(sent: SentRequest, request: Request, previous: Previous, shared_c
     if not previous.same_branch:
         return Cause.FORK, f"this branch forked; it differs from the other at message {index}", \
             divergence
-    volatile = looks_volatile(old_text, text, shared_chars)
+    volatile = looks_volatile(_text(before), _text(sent), shared_chars)
     if message is not None and message.item_kind == "compaction":
         return Cause.COMPACTION_RESET, f"compaction marker #{seq} replaced the history above " \
             "it (a deliberate reset)", divergence

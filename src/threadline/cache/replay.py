@@ -27,7 +27,7 @@ from threadline.cache.attribution import Previous, report
 from threadline.cache.prefix import common_prefix_len, layout_of
 from threadline.cache.pricing import CacheProfile
 from threadline.cache.tokens import Tokenizer
-from threadline.calls import SentRequest
+from threadline.calls import Rendering, SentRequest
 from threadline.items import Item, ItemKind, NewItem, chain_items
 from threadline.models.scripted import render_chatml
 from threadline.request import Request, Segment, SegmentKind, Stability, TailBlock
@@ -146,8 +146,8 @@ def replay(conversations: Iterable[tuple[str | None, Sequence[NewItem]]], *,
                 request = assemble_for(items[:end], item.turn, system)
                 prompt = render_chatml(request)
                 tokens = list(tokenizer.tokenize(prompt))
-                sent = SentRequest("replay", tuple(request.openai_messages()), prompt=prompt,
-                                   tokens=tuple(tokens))
+                sent = SentRequest("replay", tuple(request.openai_messages()),
+                                   rendering=Rendering.of(prompt, tokens))
                 t = totals[name]
                 reused = best = 0
                 if previous is not None:

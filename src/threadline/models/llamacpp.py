@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from threadline.calls import SentRequest, Usage
+from threadline.calls import Rendering, SentRequest, Usage
 from threadline.errors import ContextWindowExceeded, ModelUnavailable
 from threadline.models.base import Completion, OnText, Stopwatch
 from threadline.render.llamacpp import ChatTemplate
@@ -100,7 +100,7 @@ class LlamaCppModel:
             raise ContextWindowExceeded(len(tokens), self.n_ctx, sampling.max_tokens)
         sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
                            params={**asdict(sampling), "n_ctx": self.n_ctx},
-                           prompt=prompt, tokens=tuple(tokens))
+                           rendering=Rendering.of(prompt, tokens))
         cached = self._reusable_prefix(tokens)
         if sampling.seed is not None:
             self._llm.set_seed(sampling.seed)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from threadline.cache.prefix import common_prefix_len
-from threadline.calls import SentRequest, Usage
+from threadline.calls import RenderedPart, Rendering, SentRequest, Usage
 from threadline.models.base import Completion, OnText, Stopwatch
 from threadline.request import Message, Request
 
@@ -60,7 +60,9 @@ class ScriptedModel:
         self._default = default
         self.first_token_delay_s = first_token_delay_s
         self.token_delay_s = token_delay_s
-        self._evaluated: list[str] = []  # what the "KV cache" holds: last prompt + reply
+        # what the "KV cache" holds: the last prompt and the reply's token ids
+        self._evaluated: tuple[Rendering, tuple[int, ...]] | None = None
+        self._rendered: tuple[list[Message], tuple[RenderedPart, ...]] = ([], ())
         self.requests: list[Request] = []
 
     def enqueue(self, *replies: str | BaseException) -> None:
@@ -69,29 +71,48 @@ class ScriptedModel:
     def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
         watch = Stopwatch()
         self.requests.append(request)
-        parts = [_render(m) for m in request.messages] + [_GENERATION_PROMPT]
-        prompt = "".join(parts)
-        # each rendered message ends in a newline and the next starts with "<", so tokenizing
-        # message by message gives the same tokens as tokenizing the whole prompt
-        tokens = [token for part in parts for token in scripted_tokens(part)]
+        rendering = self._render(request.messages)
         sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
-                           prompt=prompt, tokens=tuple(map(token_id, tokens)))
+                           rendering=rendering)
         reply = self._queue.popleft() if self._queue else self._default(request)
         if isinstance(reply, BaseException):
-            self._evaluated = []
+            self._evaluated = None
             raise reply
-        cached = min(common_prefix_len(self._evaluated, tokens), max(len(tokens) - 1, 0))
-        self._evaluated = tokens
+        cached = min(self._cached(rendering), max((rendering.n_tokens or 0) - 1, 0))
         time.sleep(self.first_token_delay_s)
-        pieces = list(scripted_tokens(reply))
+        pieces = scripted_tokens(reply)
         for piece in pieces:
             watch.first_token()
             if on_text is not None:
                 on_text(piece)
             if self.token_delay_s:
                 time.sleep(self.token_delay_s)
-        self._evaluated = tokens + pieces
-        usage = Usage(prompt_tokens=len(tokens), cached_tokens=cached,
+        self._evaluated = (rendering, tuple(map(token_id, pieces)))
+        usage = Usage(prompt_tokens=rendering.n_tokens or 0, cached_tokens=cached,
                       completion_tokens=len(pieces))
         return Completion(text=reply, sent=sent, usage=usage, timings=watch.timings(),
                           finish_reason="stop")
+
+    def _render(self, messages: list[Message]) -> Rendering:
+        """ChatML, message by message, on top of the previous request's parts: messages it
+        shares with the previous request keep their rendered parts (the same objects)."""
+        previous, parts = self._rendered
+        keep = common_prefix_len(previous, messages)
+        pieces = [(text, tuple(map(token_id, scripted_tokens(text))))
+                  for text in map(_render, messages[keep:])]
+        rendering = Rendering.extend(parts[:keep], pieces)
+        self._rendered = (messages, rendering.parts)
+        generation = (_GENERATION_PROMPT, tuple(map(token_id, scripted_tokens(
+            _GENERATION_PROMPT))))
+        return Rendering.extend(rendering.parts, [generation])
+
+    def _cached(self, rendering: Rendering) -> int:
+        """Prompt tokens the previous call left in the "KV cache" (its prompt and reply), as
+        llama.cpp would reuse them."""
+        if self._evaluated is None:
+            return 0
+        before, reply = self._evaluated
+        shared = rendering.shared(before).tokens
+        if shared < (before.n_tokens or 0):
+            return shared
+        return shared + common_prefix_len(reply, rendering.tokens_from(shared))

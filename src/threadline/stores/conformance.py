@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
+from threadline.calls import CallStatus, ModelCall, Rendering, SentRequest, Timings, Usage
 from threadline.errors import (
     ClientMessageConflict,
     InputError,
@@ -59,7 +59,8 @@ def _call(conversation_id: str, head_seq: int, messages: list[dict[str, Any]], *
         id=new_id("call_"), conversation_id=conversation_id, branch=branch, turn=1,
         head_seq=head_seq, reply_seq=None, status=status, model="test-model",
         request=SentRequest(model="test-model", messages=tuple(messages),
-                            params={"temperature": 0.5}, prompt=prompt, tokens=tokens),
+                            params={"temperature": 0.5},
+                            rendering=None if prompt is None else Rendering.of(prompt, tokens)),
         response={"text": "ok"}, usage=Usage(10, 4, 2), timings=Timings(1.5, 3.25),
         started_at=_T0, error=None if status is CallStatus.OK else "boom")
 

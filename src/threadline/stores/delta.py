@@ -13,29 +13,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from threadline.cache.prefix import common_prefix_len
-from threadline.calls import SentRequest
+from threadline.calls import Rendering, SentRequest, Shared
 from threadline.errors import StoreError
 
 _FIELDS = ("messages", "prompt", "tokens")
 
 
-def _field(request: SentRequest, name: str) -> str | tuple[Any, ...] | None:
-    value = getattr(request, name)
-    return value if value is None or isinstance(value, str | tuple) else tuple(value)
-
-
 def encode(request: SentRequest, base: SentRequest | None) -> dict[str, Any]:
     """The delta that rebuilds ``request`` from ``base`` (or from nothing)."""
-    delta: dict[str, Any] = {"model": request.model, "params": dict(request.params)}
-    for name in _FIELDS:
-        value = _field(request, name)
-        if value is None:
-            delta[name] = None
-            continue
-        previous = None if base is None else _field(base, name)
-        keep = 0 if previous is None or type(previous) is not type(value) else \
-            common_prefix_len(previous, value)
-        delta[name] = {"keep": keep, "tail": value[keep:]}
+    keep = 0 if base is None else common_prefix_len(base.messages, request.messages)
+    delta: dict[str, Any] = {"model": request.model, "params": dict(request.params),
+                             "messages": {"keep": keep, "tail": request.messages[keep:]},
+                             "prompt": None, "tokens": None}
+    rendering = request.rendering
+    if rendering is None:
+        return delta
+    shared = Shared(0, 0, 0)
+    if base is not None and base.rendering is not None:
+        shared = rendering.shared(base.rendering)
+    delta["prompt"] = {"keep": shared.chars, "tail": rendering.prompt_from(shared.chars)}
+    if rendering.has_tokens:
+        delta["tokens"] = {"keep": shared.tokens, "tail": rendering.tokens_from(shared.tokens)}
     return delta
 
 
@@ -64,10 +62,10 @@ def decode(chain: Sequence[Mapping[str, Any]]) -> SentRequest:
     values: dict[str, Any] = {
         name: None if target[name] is None else _rebuild([d[name] for d in chain])
         for name in _FIELDS}
+    prompt, tokens = values["prompt"], values["tokens"]
     return SentRequest(
         model=target["model"],
         params=target["params"],
         messages=tuple(values["messages"] or ()),
-        prompt=values["prompt"],
-        tokens=None if values["tokens"] is None else tuple(values["tokens"]),
+        rendering=None if prompt is None else Rendering.of(prompt, tokens),
     )

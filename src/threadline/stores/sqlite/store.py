@@ -91,6 +91,7 @@ class SQLiteStore:
                 raise StoreReadOnly(self.path, f"could not switch to WAL mode (got {mode})")
             conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[self.durability]}")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA cache_size = -32768")  # 32 MiB: index pages of long logs stay hot
             migrate(conn, file)
         except sqlite3.OperationalError as err:
             conn.close()
@@ -460,7 +461,10 @@ def _store_error(path: str, err: sqlite3.OperationalError) -> Exception:
 
 def _size(request: SentRequest) -> int:
     """A rough memory estimate: the prompt, plus a few hundred bytes per message and token."""
-    return len(request.prompt or "") + 300 * len(request.messages) + 30 * len(request.tokens or ())
+    rendering = request.rendering
+    if rendering is None:
+        return 300 * len(request.messages)
+    return rendering.chars + 300 * len(request.messages) + 30 * (rendering.n_tokens or 0)
 
 
 def _conversation(row: Sequence[Any]) -> Conversation:
