@@ -35,7 +35,7 @@ def test_ids_are_unique_and_time_ordered() -> None:
     (ItemKind.USER, {}),
     (ItemKind.USER, {"text": 3}),
     (ItemKind.TOOL_CALL, {"call_id": "c", "name": "f", "arguments": "not a dict"}),
-    (ItemKind.COMPACTION, {"summary": "s", "through_seq": True}),
+    (ItemKind.COMPACTION, {"strategy": 3, "through_seq": 2}),
     (ItemKind.NOTE, {"text": "t", "bad": {1, 2}}),
 ])
 def test_items_with_the_wrong_content_are_refused(kind: ItemKind, content: dict) -> None:

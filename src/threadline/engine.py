@@ -13,18 +13,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from threadline.cache.attribution import Previous, report
 from threadline.cache.prefix import PrefixReport
 from threadline.calls import ModelCall
+from threadline.compaction.compact import AssembleFor, Compacted, compact, measure
+from threadline.compaction.constraints import Constraint, active, new_constraint, removal
+from threadline.compaction.plan import Count, Policy, word_count
 from threadline.errors import (
     InputError,
     ModelCallFailed,
     ModelError,
     TurnSuperseded,
 )
-from threadline.items import Branch, Item, ItemKind, format_time, utc_now
+from threadline.items import CONTROL_KINDS, Branch, Item, ItemKind, NewItem, format_time, utc_now
 from threadline.models.base import ModelBackend, OnText
 from threadline.request import Request, TailBlock, ToolSpec
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
@@ -63,6 +67,7 @@ class Engine:
                  tools: Sequence[ToolSpec] = (),
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  time_in_context: bool = False,
+                 policy: Policy | None = None, count: Count | None = None,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.store = store
         self.model = model
@@ -71,6 +76,8 @@ class Engine:
         self.max_message_bytes = max_message_bytes
         self.clock = clock
         self.time_in_context = time_in_context  # the current time, in the tail of each turn
+        self.policy = policy  # when to compact on its own (None: only when asked)
+        self.count: Count = lru_cache(maxsize=65_536)(count or word_count)
         self._memo = MessageMemo()
 
     def run_turn(self, text: str, *, conversation_id: str | None = None, branch: str = MAIN,
@@ -92,11 +99,14 @@ class Engine:
                on_text: OnText | None = None) -> TurnResult:
         """Answer the branch's newest message: a failed turn's retry, or a regeneration."""
         head = self.store.head(conversation_id, branch)
-        if head is None or head.kind is not ItemKind.USER:
+        message = head
+        if head is not None and head.kind in CONTROL_KINDS:
+            message = unanswered(self.store.history(conversation_id, branch))
+        if head is None or message is None or message.kind is not ItemKind.USER:
             raise InputError(f"branch {branch!r} of {conversation_id} does not end with an "
                              "unanswered user message; there is nothing to answer",
                              hint="send a new message instead")
-        return self._respond(head, branch, on_text)
+        return self._respond(message, branch, on_text, head=head)
 
     def fork(self, conversation_id: str, from_seq: int | None, name: str | None = None) -> Branch:
         """A new branch growing from item ``from_seq``; the original stays as it is."""
@@ -128,18 +138,97 @@ class Engine:
         return self.answer(conversation_id, branch.name, on_text=on_text)
 
     def request_for(self, conversation_id: str, branch: str = MAIN) -> Request:
-        """The request the next call on a branch would send. Assembly is pure; the clock is read
-        here, at the edge, and only when the time goes into the context (in the tail)."""
-        conversation = self.store.conversation(conversation_id)
+        """The request the next call on a branch would send."""
+        return self.assembler(conversation_id)(self.store.history(conversation_id, branch))
+
+    def assembler(self, conversation_id: str) -> AssembleFor:
+        """This engine's assembly for a conversation, as a function of its items. Assembly is
+        pure; the clock is read here, at the edge, and only when the time goes into the
+        context (in the tail)."""
+        system = self.store.conversation(conversation_id).system
         tail = [TailBlock("current time", format_time(self.clock()))] \
             if self.time_in_context else []
-        return assemble(self.store.history(conversation_id, branch),
-                        system=conversation.system, tools=self.tools, tail=tail,
-                        memo=self._memo)
+
+        def assemble_for(history: Sequence[Item]) -> Request:
+            return assemble(history, system=system, tools=self.tools, tail=tail,
+                            memo=self._memo)
+        return assemble_for
+
+    # -- compaction and constraints ------------------------------------------------------
+
+    def compact(self, conversation_id: str, branch: str = MAIN, *, budget: int | None = None,
+                strategy: str | None = None, dry_run: bool = False,
+                reason: str = "manual") -> Compacted:
+        """Compact a branch now (the lightest strategy that reaches ``budget`` tokens), or with
+        ``dry_run`` only say what that would do and cost."""
+        return compact(self.store, conversation_id, branch,
+                       assemble_for=self.assembler(conversation_id), count=self.count,
+                       policy=self.policy or Policy(), clock=self.clock, reason=reason,
+                       budget=budget, strategy=strategy, dry_run=dry_run)
+
+    def recall(self, conversation_id: str, seq: int) -> Item:
+        """A log item verbatim, whatever compaction did to it in the context."""
+        return self.store.item(conversation_id, seq)
+
+    def constraints(self, conversation_id: str, branch: str = MAIN) -> list[Constraint]:
+        return active(self.store.history(conversation_id, branch))
+
+    def add_constraint(self, conversation_id: str, text: str, branch: str = MAIN, *,
+                       replaces: int | None = None) -> Item:
+        """Set a standing instruction (or, with ``replaces``, edit one). It applies from the
+        next turn, in the tail until the next compaction pins it."""
+        text = validate_text(text, max_bytes=self.max_message_bytes).strip()
+        if replaces is not None:
+            self._constraint(conversation_id, branch, replaces)
+        return self._append(conversation_id, branch,
+                            new_constraint(text, source="user", replaces=replaces))
+
+    def remove_constraint(self, conversation_id: str, seq: int, branch: str = MAIN) -> Item:
+        self._constraint(conversation_id, branch, seq)
+        return self._append(conversation_id, branch, removal(seq))
+
+    def _constraint(self, conversation_id: str, branch: str, seq: int) -> Constraint:
+        for constraint in self.constraints(conversation_id, branch):
+            if constraint.seq == seq:
+                return constraint
+        raise InputError(f"item {seq} is not an active constraint on branch {branch!r} of "
+                         f"{conversation_id}",
+                         hint=f"list them with: threadline constraints list {conversation_id}")
+
+    def _append(self, conversation_id: str, branch: str, item: NewItem) -> Item:
+        return self.store.commit(Commit(conversation_id=conversation_id, branch=branch,
+                                        created_at=self.clock(), check_head=False,
+                                        items=[item])).items[0]
+
+    def _auto_compact(self, head: Item, branch: str) -> Item:
+        """Compact before a call when the policy says so; returns the branch's new head."""
+        policy = self.policy
+        if policy is None:
+            return head
+        assemble_for = self.assembler(head.conversation_id)
+        history = self.store.history(head.conversation_id, branch)
+        tokens = measure(history, assemble_for, self.count)
+        limit = policy.hard_limit
+        if limit is not None and tokens > limit:
+            reason = "context_limit"
+        elif tokens > policy.high_water:
+            reason = "high_water"
+        else:
+            return head
+        done = compact(self.store, head.conversation_id, branch, assemble_for=assemble_for,
+                       count=self.count, policy=policy, clock=self.clock, reason=reason,
+                       decide=lambda plan: reason == "context_limit" or plan.price.pays_off)
+        if done.applied is not None:
+            return done.applied
+        return self.store.head(head.conversation_id, branch) or head
 
     # -- steps ---------------------------------------------------------------------------
 
-    def _respond(self, head: Item, branch: str, on_text: OnText | None) -> TurnResult:
+    def _respond(self, message: Item, branch: str, on_text: OnText | None, *,
+                 head: Item | None = None) -> TurnResult:
+        """Answer user ``message``; ``head`` is the branch's newest item when it is not the
+        message itself (a compaction or a constraint recorded after it)."""
+        head = self._auto_compact(head or message, branch)
         request = self.request_for(head.conversation_id, branch)
         outcome = call_model(self.model, request, clock=self.clock, on_text=on_text)
         sent = sent_request(request, outcome, self.model.model_id)
@@ -157,7 +246,7 @@ class Engine:
         reply, call = commit_reply(self.store, head=head, branch=branch, request=request,
                                    outcome=outcome, model_id=self.model.model_id,
                                    clock=self.clock, prefix=prefix)
-        return TurnResult(head.conversation_id, branch, head, reply, call)
+        return TurnResult(head.conversation_id, branch, message, reply, call)
 
     def _previous(self, conversation_id: str, branch: str) -> Previous | None:
         """The call this one's prefix is measured against: the branch's last, else (the first
@@ -168,8 +257,9 @@ class Engine:
             last = self.store.last_call(conversation_id)
         if last is None or last.request is None:
             return None
-        layout = PrefixReport.from_json(last.prefix).layout if last.prefix else ()
-        return Previous(last.id, last.request, layout, same_branch)
+        report = PrefixReport.from_json(last.prefix) if last.prefix else None
+        return Previous(last.id, last.request, () if report is None else report.layout,
+                        same_branch, None if report is None else report.compaction_seq)
 
     def _finished(self, message: Item, reply: Item) -> TurnResult:
         call = next((c for c in self.store.calls(message.conversation_id)
@@ -178,6 +268,14 @@ class Engine:
             raise InputError(f"message {message.seq} was answered without a recorded call")
         return TurnResult(message.conversation_id, reply.branch, message, reply,
                           self.store.call(call.id), deduplicated=True)
+
+
+def unanswered(history: Sequence[Item]) -> Item | None:
+    """The branch's newest message if it is a user message still waiting for its answer."""
+    for item in reversed(history):
+        if item.kind not in CONTROL_KINDS:
+            return item if item.kind is ItemKind.USER else None
+    return None
 
 
 def fork(store: Store, conversation_id: str, from_seq: int | None, name: str | None = None,

@@ -31,6 +31,13 @@ class ItemKind(StrEnum):
     TOOL_RESULT = "tool_result"
     NOTE = "note"
     COMPACTION = "compaction"
+    CONSTRAINT = "constraint"                  # a standing instruction, with its provenance
+    CONSTRAINT_REMOVED = "constraint_removed"  # the user withdrew one
+
+
+# Kinds that steer what the model sees without being messages themselves.
+CONTROL_KINDS = frozenset({ItemKind.NOTE, ItemKind.COMPACTION, ItemKind.CONSTRAINT,
+                           ItemKind.CONSTRAINT_REMOVED})
 
 
 # Required content fields per kind, and their JSON types. Extra fields are allowed and kept.
@@ -40,7 +47,9 @@ _REQUIRED: dict[ItemKind, dict[str, type | tuple[type, ...]]] = {
     ItemKind.TOOL_CALL: {"call_id": str, "name": str, "arguments": dict},
     ItemKind.TOOL_RESULT: {"call_id": str, "output": str},
     ItemKind.NOTE: {"text": str},
-    ItemKind.COMPACTION: {"summary": str, "through_seq": int},
+    ItemKind.COMPACTION: {"strategy": str},
+    ItemKind.CONSTRAINT: {"text": str, "source": str},
+    ItemKind.CONSTRAINT_REMOVED: {"constraint_seq": int},
 }
 
 

@@ -106,6 +106,7 @@ class Request:
 
     tools: tuple[ToolSpec, ...]
     segments: tuple[Segment, ...]
+    compaction_seq: int | None = None  # the newest compaction event the view went through
 
     @property
     def messages(self) -> list[Message]:

@@ -93,7 +93,8 @@ def test_a_rewritten_item_is_located() -> None:
 
 def test_a_compaction_is_an_expected_reset() -> None:
     marker = Item("c_t", 4, "main", 3, 2, ItemKind.COMPACTION,
-                  {"summary": "Flight TP123 booked.", "through_seq": 2}, "b2:x", _T)
+                  {"strategy": "summary", "summary": "Flight TP123 booked.",
+                   "through_seq": 2}, "b2:x", _T)
     result = _pair(assemble(HISTORY), assemble([*HISTORY, marker]))
     assert result.cause is Cause.COMPACTION_RESET and result.expected
     assert result.divergence is not None and result.divergence.seq == 4

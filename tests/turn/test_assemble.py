@@ -59,7 +59,8 @@ def test_segments_come_in_stability_order() -> None:
 
 def test_snapshot_with_every_segment_and_a_volatile_tail() -> None:
     marker = Item("c_x", 9, "main", 8, 2, ItemKind.COMPACTION,
-                  {"summary": "Oslo: 4°C, rain.", "through_seq": 7}, "b2:0", _T)
+                  {"strategy": "summary", "summary": "Oslo: 4°C, rain.",
+                   "through_seq": 7}, "b2:0", _T)
     history = [*HISTORY, marker]
     history.append(Item("c_x", 10, "main", 9, 3, ItemKind.USER, {"text": "Umbrella?"},
                         "b2:1", _T))
@@ -96,7 +97,8 @@ def test_assembly_is_deterministic_and_appending_only_extends_it() -> None:
 
 def test_a_compaction_marker_stands_in_for_what_it_covers() -> None:
     marker = Item("c_x", 9, "main", 8, 2, ItemKind.COMPACTION,
-                  {"summary": "Weather in Oslo: 4°C, rain.", "through_seq": 7}, "b2:0", _T)
+                  {"strategy": "summary", "summary": "Weather in Oslo: 4°C, rain.",
+                   "through_seq": 7}, "b2:0", _T)
     request = assemble([*HISTORY, marker])
     assert request.openai_messages() == [
         {"role": "user", "content": "Summary of the conversation so far:\n"

@@ -29,6 +29,7 @@ class Previous:
     request: SentRequest
     layout: tuple[tuple[str, str, int, int], ...]
     same_branch: bool = True
+    compaction_seq: int | None = None  # the compaction event its request went through
 
 
 def _text(request: SentRequest) -> str:
@@ -61,7 +62,7 @@ def report(sent: SentRequest, request: Request, previous: Previous | None) -> Pr
     if previous is None:
         return PrefixReport(None, prompt_bytes, 0, 0, tokens, None if tokens is None else 0,
                             None, None if tokens is None else 0, blocks, Cause.FIRST_CALL,
-                            "no earlier call to reuse", None, layout)
+                            "no earlier call to reuse", None, layout, request.compaction_seq)
     before = previous.request
     reused_tokens = previous_tokens = reused_blocks = None
     if rendering is not None and before.rendering is not None:
@@ -84,7 +85,7 @@ def report(sent: SentRequest, request: Request, previous: Previous | None) -> Pr
                                            previous_chars, reused_bytes, reused_tokens, layout)
     return PrefixReport(previous.call_id, prompt_bytes, reused_bytes, previous_bytes, tokens,
                         reused_tokens, previous_tokens, reused_blocks, blocks, cause, detail,
-                        divergence, layout)
+                        divergence, layout, request.compaction_seq)
 
 
 def _attribute(sent: SentRequest, request: Request, previous: Previous, shared_chars: int,
@@ -124,10 +125,10 @@ def _attribute(sent: SentRequest, request: Request, previous: Previous, shared_c
     if not previous.same_branch:
         return Cause.FORK, f"this branch forked; it differs from the other at message {index}", \
             divergence
+    if request.compaction_seq is not None and request.compaction_seq != previous.compaction_seq:
+        return Cause.COMPACTION_RESET, f"compaction #{request.compaction_seq} changed the " \
+            f"context from message {index} on (a deliberate, priced reset)", divergence
     volatile = looks_volatile(_text(before), _text(sent), shared_chars)
-    if message is not None and message.item_kind == "compaction":
-        return Cause.COMPACTION_RESET, f"compaction marker #{seq} replaced the history above " \
-            "it (a deliberate reset)", divergence
     old_segment = _segment_at(previous.layout, index)
     if old_segment == "current" and segment != "current" and _tail_only(previous, index):
         return Cause.TAIL_REPLACED, "only the previous turn's volatile tail differs", divergence

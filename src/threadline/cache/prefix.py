@@ -150,6 +150,7 @@ class PrefixReport:
     detail: str
     divergence: Divergence | None
     layout: tuple[tuple[str, str, int, int], ...]  # (segment, stability, first msg, count)
+    compaction_seq: int | None = None  # the newest compaction event the request went through
 
     @property
     def ratio(self) -> float:
@@ -180,7 +181,8 @@ class PrefixReport:
                 "cause": str(self.cause), "expected": self.expected, "detail": self.detail,
                 "divergence": None if self.divergence is None else self.divergence.to_json(),
                 "layout": [{"segment": s, "stability": st, "start": i, "count": n}
-                           for s, st, i, n in self.layout]}
+                           for s, st, i, n in self.layout],
+                "compaction_seq": self.compaction_seq}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PrefixReport:
@@ -194,7 +196,8 @@ class PrefixReport:
             detail=data["detail"],
             divergence=None if d is None else Divergence(**d),
             layout=tuple((x["segment"], x["stability"], x["start"], x["count"])
-                         for x in data["layout"]))
+                         for x in data["layout"]),
+            compaction_seq=data.get("compaction_seq"))
 
 
 def layout_of(request: Request) -> tuple[tuple[str, str, int, int], ...]:

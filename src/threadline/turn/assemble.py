@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from threadline.compaction.view import ContextView, context_view
 from threadline.items import Item, ItemKind
 from threadline.request import (
     Message,
@@ -42,10 +43,11 @@ class MessageMemo:
 
     def __init__(self, capacity: int = 200_000) -> None:
         self.capacity = capacity
-        self._messages: dict[tuple[str, int, str], Message] = {}
+        self._messages: dict[tuple[str, int, str, bool], Message] = {}
 
-    def message(self, item: Item, build: Callable[[Item], Message]) -> Message:
-        key = (item.conversation_id, item.seq, item.hash)
+    def message(self, item: Item, build: Callable[[Item], Message], *,
+                cleared: bool = False) -> Message:
+        key = (item.conversation_id, item.seq, item.hash, cleared)
         found = self._messages.get(key)
         if found is None:
             if len(self._messages) >= self.capacity:
@@ -58,16 +60,19 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
              tools: Sequence[ToolSpec] = (), pinned: Sequence[str] = (),
              static: Sequence[str] = (), tail: Sequence[TailBlock] = (),
              memo: MessageMemo | None = None) -> Request:
-    """The request for the next model call on a branch whose items are ``history``.
-    ``memo`` only saves work: the request is the same with or without it."""
-    view = _since_last_compaction(history)
-    summary = view[:1] if view and view[0].kind is ItemKind.COMPACTION else []
-    view = view[len(summary):]
+    """The request for the next model call on a branch whose items are ``history``, seen
+    through its compaction events (``compaction.view``). ``pinned`` adds facts to pin beside
+    the pinned constraints. ``memo`` only saves work: the request is the same without it."""
+    view = context_view(history)
+    shown = list(view.items)
     current: list[Item] = []
-    if view and view[-1].kind is ItemKind.USER:
-        view, current = view[:-1], view[-1:]
+    if shown and shown[-1].kind is ItemKind.USER:
+        shown, current = shown[:-1], shown[-1:]
+    rules = [c.text for c in view.pinned] + list(pinned)
+    tail = _constraint_changes(view) + list(tail)
     tail_messages = (Message("user", "\n\n".join(f"[{b.label}]\n{b.text}" for b in tail)),) \
         if tail else ()
+    summary = () if view.summary is None else (_summary_message(view.summary, memo),)
     return Request(
         tools=tuple(sorted(tools, key=lambda t: t.name)),
         segments=(
@@ -76,27 +81,44 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
                     (Message("system", system),) if system else (), cache_point=True),
             Segment(SegmentKind.PINNED, Stability.CONVERSATION,
                     (Message("system", "Standing instructions:\n" + "\n".join(
-                        f"- {p}" for p in pinned)),) if pinned else ()),
+                        f"- {rule}" for rule in rules)),) if rules else ()),
             Segment(SegmentKind.STATIC, Stability.CONVERSATION,
                     tuple(Message("system", text) for text in static), cache_point=True),
-            Segment(SegmentKind.SUMMARY, Stability.CONVERSATION, _messages(summary, memo)),
-            Segment(SegmentKind.HISTORY, Stability.CONVERSATION, _messages(view, memo),
-                    cache_point=True),
+            Segment(SegmentKind.SUMMARY, Stability.CONVERSATION, summary),
+            Segment(SegmentKind.HISTORY, Stability.CONVERSATION,
+                    _messages(shown, view.cleared, memo), cache_point=True),
             Segment(SegmentKind.CURRENT, Stability.TURN,
-                    tail_messages + _messages(current, memo)),
+                    tail_messages + _messages(current, view.cleared, memo)),
         ),
+        compaction_seq=None if view.compaction is None else view.compaction.seq,
     )
 
 
-def _since_last_compaction(history: Sequence[Item]) -> list[Item]:
-    """Items the model still sees: after the newest compaction marker, which stands in for
-    everything up to its ``through_seq``."""
-    for index in range(len(history) - 1, -1, -1):
-        marker = history[index]
-        if marker.kind is ItemKind.COMPACTION:
-            through = marker.content["through_seq"]
-            return [marker] + [i for i in history if i.seq > through and i is not marker]
-    return list(history)
+def _constraint_changes(view: ContextView) -> list[TailBlock]:
+    """Constraints set or withdrawn since the last compaction: in the tail until the next one
+    pins them, so a change never resets the cached prefix by itself."""
+    blocks = []
+    if view.added:
+        blocks.append(TailBlock("standing instructions, in force from now on",
+                                "\n".join(f"- {c.text}" for c in view.added)))
+    if view.withdrawn:
+        blocks.append(TailBlock("no longer in force, ignore",
+                                "\n".join(f"- {c.text}" for c in view.withdrawn)))
+    return blocks
+
+
+def _summary_message(marker: Item, memo: MessageMemo | None) -> Message:
+    def build(item: Item) -> Message:
+        return Message("user", "Summary of the conversation so far:\n"
+                       + item.content["summary"], item.seq, item_kind=item.kind)
+    return build(marker) if memo is None else memo.message(marker, build)
+
+
+def placeholder(item: Item) -> str:
+    """What a cleared tool result shows instead of its output."""
+    size = len(item.content["output"])
+    return (f"[tool result cleared from the context ({size} characters); it is kept as item "
+            f"#{item.seq}: recall({item.seq}) returns it verbatim]")
 
 
 def _message(item: Item) -> Message:
@@ -109,17 +131,18 @@ def _message(item: Item) -> Message:
         case ItemKind.TOOL_RESULT:
             return Message("tool", item.content["output"], item.seq,
                            tool_call_id=item.content["call_id"], item_kind=item.kind)
-        case ItemKind.COMPACTION:
-            return Message("user", "Summary of the conversation so far:\n"
-                           + item.content["summary"], item.seq, item_kind=item.kind)
     raise AssertionError(f"{item.kind} items do not map to one message")
 
 
-def _messages(items: Sequence[Item], memo: MessageMemo | None) -> tuple[Message, ...]:
+def _cleared(item: Item) -> Message:
+    return Message("tool", placeholder(item), item.seq, tool_call_id=item.content["call_id"],
+                   item_kind=item.kind)
+
+
+def _messages(items: Sequence[Item], cleared: frozenset[int],
+              memo: MessageMemo | None) -> tuple[Message, ...]:
     out: list[Message] = []
     for item in items:
-        if item.kind is ItemKind.NOTE:
-            continue  # notes annotate the log; the model does not see them
         if item.kind is ItemKind.TOOL_CALL:
             call = ToolCallRef(item.content["call_id"], item.content["name"],
                                item.content["arguments"])
@@ -131,5 +154,7 @@ def _messages(items: Sequence[Item], memo: MessageMemo | None) -> tuple[Message,
             else:
                 out.append(Message("assistant", "", item.seq, (call,), item_kind=item.kind))
             continue
-        out.append(_message(item) if memo is None else memo.message(item, _message))
+        gone = item.seq in cleared
+        build = _cleared if gone else _message
+        out.append(build(item) if memo is None else memo.message(item, build, cleared=gone))
     return tuple(out)

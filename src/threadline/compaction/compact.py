@@ -1,0 +1,171 @@
+"""Planning a compaction against the real request, and applying it as one log event.
+
+Each planner proposes a change (tool results to clear, a cut, a summary); the proposal is
+measured exactly by assembling the request the next call would send with the compaction item
+appended, and priced against carrying on. Standing constraints are recorded before anything is
+planned, so the compaction pins every one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from threadline.compaction.clear_tools import clearable
+from threadline.compaction.constraints import active, undetected
+from threadline.compaction.plan import (
+    Count,
+    Plan,
+    Policy,
+    price,
+    request_tokens,
+)
+from threadline.compaction.summarize import summarize
+from threadline.compaction.view import STRATEGIES, ContextView, context_view
+from threadline.compaction.window import cut_for
+from threadline.errors import InputError
+from threadline.items import Item, NewItem, chain_hash_json
+from threadline.request import Request
+from threadline.stores.base import Commit, Store
+
+AssembleFor = Callable[[Sequence[Item]], Request]  # the engine's assembly for this branch
+
+
+@dataclass(frozen=True)
+class Compacted:
+    plan: Plan | None
+    applied: Item | None                 # the compaction item, when one was appended
+    constraints: tuple[Item, ...] = ()   # constraints recorded before planning
+    detail: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"applied": self.applied is not None,
+                "compaction_seq": None if self.applied is None else self.applied.seq,
+                "plan": None if self.plan is None else self.plan.to_json(),
+                "constraints_recorded": [c.seq for c in self.constraints],
+                "detail": self.detail}
+
+
+def measure(history: Sequence[Item], assemble_for: AssembleFor, count: Count) -> int:
+    return sum(tokens for _, tokens in request_tokens(assemble_for(history), count))
+
+
+def plan(history: Sequence[Item], assemble_for: AssembleFor, count: Count, policy: Policy, *,
+         reason: str, budget: int | None = None, strategy: str | None = None) -> Plan | None:
+    """The lightest compaction that brings the next request to ``budget`` tokens (default: the
+    low-water mark), or the one that comes closest; None when nothing can be compacted."""
+    if strategy is not None and strategy not in STRATEGIES:
+        raise InputError(f"unknown compaction strategy {strategy!r}; choose from "
+                         f"{', '.join(STRATEGIES)}")
+    target = policy.low_water if budget is None else budget
+    if target < 1:
+        raise InputError("the token budget must be at least 1")
+    view = context_view(history)
+    request = assemble_for(history)
+    measured = request_tokens(request, count)
+    before = sum(tokens for _, tokens in measured)
+    by_seq: dict[int, int] = {}
+    for message, tokens in measured:
+        if message.seq is not None:
+            by_seq[message.seq] = by_seq.get(message.seq, 0) + tokens
+    pinned = tuple(c.seq for c in active(history))
+    candidates: list[Plan] = []
+
+    def consider(proposal: Plan) -> Plan:
+        done = _evaluate(proposal, history, assemble_for, count, request, before, policy)
+        candidates.append(done)
+        return done
+
+    base = Plan(strategy="pin", reason=reason, tokens_before=before, tokens_after=before,
+                kept_prefix=before, price=price(before=before, after=before, kept_prefix=before,
+                                                policy=policy), pinned=pinned)
+    if strategy in (None, "clear_tool_results"):
+        seqs = clearable(view, keep=policy.keep_tool_results, exclude=policy.exclude_tools)
+        if seqs:
+            cleared = consider(replace(base, strategy="clear_tool_results", cleared=tuple(seqs)))
+            if strategy is None and cleared.saved < policy.clear_at_least:
+                candidates.remove(cleared)  # not worth a reset on its own
+            elif cleared.tokens_after <= target:
+                return cleared
+    if strategy in (None, "window", "summary"):
+        cut = cut_for(view, by_seq, over=before - target, keep=policy.keep_turns)
+        if cut is not None:
+            kind = strategy or ("summary" if policy.summarize else "window")
+            text = None
+            if kind == "summary":
+                leaving = [i for i in view.items if i.seq <= cut]
+                previous = None if view.summary is None else view.summary.content["summary"]
+                text = summarize(leaving, previous)
+            consider(replace(base, strategy=kind, through_seq=cut, summary=text))
+    if strategy == "pin":
+        return consider(base)
+    candidates = [c for c in candidates if c.saved > 0]  # a reset must buy room
+    if not candidates:
+        return None
+    reaching = [c for c in candidates if c.tokens_after <= target]
+    return reaching[0] if reaching else min(candidates, key=lambda c: c.tokens_after)
+
+
+def _evaluate(proposal: Plan, history: Sequence[Item], assemble_for: AssembleFor,
+              count: Count, request: Request, before: int, policy: Policy) -> Plan:
+    """The proposal measured exactly: the request as it would be with the compaction item."""
+    after_request = assemble_for([*history, _as_item(proposal.to_item(), history)])
+    measured = request_tokens(after_request, count)
+    after = sum(tokens for _, tokens in measured)
+    old = [m.to_openai() for m in request.messages]
+    start = 1 if after_request.tools else 0  # the tools never change in a compaction
+    kept = sum(tokens for _, tokens in measured[:start])
+    for index, (message, tokens) in enumerate(measured[start:]):
+        if index >= len(old) or message.to_openai() != old[index]:
+            break
+        kept += tokens
+    return replace(proposal, tokens_after=after, kept_prefix=kept,
+                   price=price(before=before, after=after, kept_prefix=kept, policy=policy))
+
+
+def _as_item(new: NewItem, history: Sequence[Item]) -> Item:
+    """``new`` as it would be appended after ``history`` (for measuring, never stored)."""
+    last = history[-1]
+    return Item(last.conversation_id, last.seq + 1, last.branch, last.seq, last.turn, new.kind,
+                new.content, chain_hash_json(last.hash, new.kind, new.content_json),
+                last.created_at)
+
+
+def compact(store: Store, conversation_id: str, branch: str, *, assemble_for: AssembleFor,
+            count: Count, policy: Policy, clock: Callable[[], datetime], reason: str = "manual",
+            budget: int | None = None, strategy: str | None = None, dry_run: bool = False,
+            decide: Callable[[Plan], bool] | None = None) -> Compacted:
+    """Record undetected constraints, plan, and append the compaction unless ``dry_run`` or
+    ``decide`` (the trigger policy's verdict on the plan) says no."""
+    history = store.history(conversation_id, branch)
+    if not history:
+        return Compacted(None, None, detail="the branch is empty; there is nothing to compact")
+    found = undetected(history)
+    recorded: tuple[Item, ...] = ()
+    if found and not dry_run:
+        recorded = tuple(store.commit(Commit(conversation_id=conversation_id, branch=branch,
+                                             created_at=clock(), check_head=False,
+                                             items=found)).items)
+        history = store.history(conversation_id, branch)
+    elif found:
+        for new in found:  # measured as if recorded, so the plan pins them
+            history = [*history, _as_item(new, history)]
+    chosen = plan(history, assemble_for, count, policy, reason=reason, budget=budget,
+                  strategy=strategy)
+    if chosen is None:
+        return Compacted(None, None, recorded, "nothing in the view can be compacted")
+    if dry_run:
+        return Compacted(chosen, None, recorded, "dry run: nothing was changed")
+    if decide is not None and not decide(chosen):
+        return Compacted(chosen, None, recorded, "not applied: it does not pay for itself "
+                         f"over {chosen.price.horizon_turns} turns")
+    result = store.commit(Commit(conversation_id=conversation_id, branch=branch,
+                                 created_at=clock(), expected_head=history[-1].seq,
+                                 items=[chosen.to_item()]))
+    return Compacted(chosen, result.items[0], recorded,
+                     f"{chosen.strategy}: {chosen.tokens_before} → {chosen.tokens_after} tokens")
+
+
+def view_of(store: Store, conversation_id: str, branch: str) -> ContextView:
+    return context_view(store.history(conversation_id, branch))
