@@ -77,7 +77,9 @@ class Engine:
         self.clock = clock
         self.time_in_context = time_in_context  # the current time, in the tail of each turn
         self.policy = policy  # when to compact on its own (None: only when asked)
-        self.count: Count = lru_cache(maxsize=65_536)(count or word_count)
+        # tokens as the model counts them, where it can say; words otherwise
+        count = count or getattr(model, "count_tokens", None) or word_count
+        self.count: Count = lru_cache(maxsize=65_536)(count)
         self._memo = MessageMemo()
 
     def run_turn(self, text: str, *, conversation_id: str | None = None, branch: str = MAIN,
@@ -175,30 +177,11 @@ class Engine:
 
     def add_constraint(self, conversation_id: str, text: str, branch: str = MAIN, *,
                        replaces: int | None = None) -> Item:
-        """Set a standing instruction (or, with ``replaces``, edit one). It applies from the
-        next turn, in the tail until the next compaction pins it."""
-        text = validate_text(text, max_bytes=self.max_message_bytes).strip()
-        if replaces is not None:
-            self._constraint(conversation_id, branch, replaces)
-        return self._append(conversation_id, branch,
-                            new_constraint(text, source="user", replaces=replaces))
+        return add_constraint(self.store, conversation_id, text, branch, replaces=replaces,
+                              max_bytes=self.max_message_bytes, clock=self.clock)
 
     def remove_constraint(self, conversation_id: str, seq: int, branch: str = MAIN) -> Item:
-        self._constraint(conversation_id, branch, seq)
-        return self._append(conversation_id, branch, removal(seq))
-
-    def _constraint(self, conversation_id: str, branch: str, seq: int) -> Constraint:
-        for constraint in self.constraints(conversation_id, branch):
-            if constraint.seq == seq:
-                return constraint
-        raise InputError(f"item {seq} is not an active constraint on branch {branch!r} of "
-                         f"{conversation_id}",
-                         hint=f"list them with: threadline constraints list {conversation_id}")
-
-    def _append(self, conversation_id: str, branch: str, item: NewItem) -> Item:
-        return self.store.commit(Commit(conversation_id=conversation_id, branch=branch,
-                                        created_at=self.clock(), check_head=False,
-                                        items=[item])).items[0]
+        return remove_constraint(self.store, conversation_id, seq, branch, clock=self.clock)
 
     def _auto_compact(self, head: Item, branch: str) -> Item:
         """Compact before a call when the policy says so; returns the branch's new head."""
@@ -268,6 +251,40 @@ class Engine:
             raise InputError(f"message {message.seq} was answered without a recorded call")
         return TurnResult(message.conversation_id, reply.branch, message, reply,
                           self.store.call(call.id), deduplicated=True)
+
+
+def add_constraint(store: Store, conversation_id: str, text: str, branch: str = MAIN, *,
+                   replaces: int | None = None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                   clock: Callable[[], datetime] = utc_now) -> Item:
+    """Set a standing instruction (or, with ``replaces``, edit one). It applies from the next
+    turn, in the tail until the next compaction pins it."""
+    text = validate_text(text, max_bytes=max_bytes).strip()
+    if replaces is not None:
+        _active_constraint(store, conversation_id, branch, replaces)
+    return _append(store, conversation_id, branch, clock,
+                   new_constraint(text, source="user", replaces=replaces))
+
+
+def remove_constraint(store: Store, conversation_id: str, seq: int, branch: str = MAIN, *,
+                      clock: Callable[[], datetime] = utc_now) -> Item:
+    """Withdraw a constraint: it stops applying from the next turn; the log keeps it."""
+    _active_constraint(store, conversation_id, branch, seq)
+    return _append(store, conversation_id, branch, clock, removal(seq))
+
+
+def _active_constraint(store: Store, conversation_id: str, branch: str, seq: int) -> Constraint:
+    for constraint in active(store.history(conversation_id, branch)):
+        if constraint.seq == seq:
+            return constraint
+    raise InputError(f"item {seq} is not an active constraint on branch {branch!r} of "
+                     f"{conversation_id}",
+                     hint=f"list them with: threadline constraints list {conversation_id}")
+
+
+def _append(store: Store, conversation_id: str, branch: str, clock: Callable[[], datetime],
+            item: NewItem) -> Item:
+    return store.commit(Commit(conversation_id=conversation_id, branch=branch,
+                               created_at=clock(), check_head=False, items=[item])).items[0]
 
 
 def unanswered(history: Sequence[Item]) -> Item | None:

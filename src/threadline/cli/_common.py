@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from threadline.compaction.plan import policy_for
+from threadline.engine import Engine
 from threadline.models import ModelBackend, create_model
 from threadline.settings import Settings
 from threadline.stores import Store, open_store
@@ -26,6 +28,13 @@ class Context:
 
     def model(self, name: str | None = None) -> ModelBackend:
         return create_model(name or self.settings.model, self.settings)
+
+    def engine(self, model: ModelBackend, *, system: str | None = None) -> Engine:
+        """An engine over this store, compacting on its own where the model has a window."""
+        settings = self.settings
+        return Engine(self.store(), model, system=system or settings.system_prompt,
+                      max_message_bytes=settings.max_message_bytes,
+                      time_in_context=settings.time_in_context, policy=policy_for(model))
 
 
 pass_context = click.make_pass_decorator(Context)

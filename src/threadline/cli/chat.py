@@ -55,9 +55,7 @@ def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
     if conversation_id is not None:
         store.conversation(conversation_id)
         store.head(conversation_id, branch)  # unknown branches fail here, not mid-turn
-    engine = Engine(store, model, system=system or settings.system_prompt,
-                    max_message_bytes=settings.max_message_bytes,
-                    time_in_context=settings.time_in_context)
+    engine = ctx.engine(model, system=system)
     if text is not None:
         _once(engine, text, conversation_id, branch, client_msg_id, as_json)
         return

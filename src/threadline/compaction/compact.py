@@ -88,16 +88,16 @@ def plan(history: Sequence[Item], assemble_for: AssembleFor, count: Count, polic
                 candidates.remove(cleared)  # not worth a reset on its own
             elif cleared.tokens_after <= target:
                 return cleared
-    if strategy in (None, "window", "summary"):
-        cut = cut_for(view, by_seq, over=before - target, keep=policy.keep_turns)
-        if cut is not None:
-            kind = strategy or ("summary" if policy.summarize else "window")
-            text = None
-            if kind == "summary":
-                leaving = [i for i in view.items if i.seq <= cut]
-                previous = None if view.summary is None else view.summary.content["summary"]
-                text = summarize(leaving, previous)
-            consider(replace(base, strategy=kind, through_seq=cut, summary=text))
+    cut = cut_for(view, by_seq, over=before - target, keep=policy.keep_turns)
+    if cut is not None and strategy in (None, "summary") and (policy.summarize or strategy):
+        leaving = [i for i in view.items if i.seq <= cut]
+        previous = None if view.summary is None else view.summary.content["summary"]
+        summary = consider(replace(base, strategy="summary", through_seq=cut,
+                                   summary=summarize(leaving, previous)))
+        if strategy is None and summary.saved > 0:
+            strategy = "summary"  # recall first: turns leave bare only if a summary saves nothing
+    if cut is not None and strategy in (None, "window"):
+        consider(replace(base, strategy="window", through_seq=cut))
     if strategy == "pin":
         return consider(base)
     candidates = [c for c in candidates if c.saved > 0]  # a reset must buy room

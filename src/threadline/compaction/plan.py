@@ -71,6 +71,18 @@ class Policy:
         return None if self.context_window is None else self.context_window - self.reserve
 
 
+def policy_for(model: object) -> Policy | None:
+    """The default policy for a model that declares its context window (llama.cpp does):
+    compact past three quarters of it, down to two fifths, never past the window. Its price is
+    the idealised cache (reads at a tenth, writes at list price), which is what reusing a local
+    KV cache costs in prefill time."""
+    window = getattr(model, "n_ctx", None)
+    if not isinstance(window, int) or window < 1_024:
+        return None
+    return Policy(high_water=window * 3 // 4, low_water=window * 2 // 5, context_window=window,
+                  reserve=min(512, window // 8), profile="ideal")
+
+
 @dataclass(frozen=True)
 class Price:
     """Carrying on versus compacting now, over the same horizon (USD)."""

@@ -31,7 +31,7 @@ class ContextView:
     cleared: frozenset[int]           # tool results among them shown as placeholders
     summary: Item | None              # the newest summary event, standing for what it covers
     pinned: tuple[Constraint, ...]    # pinned by the newest compaction, verbatim
-    added: tuple[Constraint, ...]     # active, not pinned yet: shown in the tail
+    added: tuple[Constraint, ...]     # active, not pinned, not in view: shown in the tail
     withdrawn: tuple[Constraint, ...]  # pinned, since removed: the tail says so
     compaction: Item | None           # the newest compaction event
     cut: int                          # items up to this seq left the view (0: none)
@@ -63,12 +63,16 @@ def context_view(history: Sequence[Item]) -> ContextView:
     recorded = {i.seq: i for i in history if i.kind is ItemKind.CONSTRAINT}
     pinned = tuple(_pinned(recorded, seq) for seq in pinned_seqs)
     pinned_set = set(pinned_seqs)
+    items = tuple(i for i in history if i.seq > cut and i.kind not in CONTROL_KINDS)
+    visible = {i.seq for i in items}
     return ContextView(
-        items=tuple(i for i in history if i.seq > cut and i.kind not in CONTROL_KINDS),
+        items=items,
         cleared=frozenset(s for s in cleared if s > cut),
         summary=summary,
         pinned=pinned,
-        added=tuple(c for c in constraints if c.seq not in pinned_set),
+        # a rule the user said that is still in view needs no second copy in the tail
+        added=tuple(c for c in constraints if c.seq not in pinned_set
+                    and (c.source != "said" or c.from_seq not in visible)),
         withdrawn=tuple(c for c in pinned if c.seq not in by_seq),
         compaction=newest,
         cut=cut,

@@ -92,6 +92,10 @@ class LlamaCppModel:
         """The prompt text from the model's own chat template, and its token ids."""
         return self.template.render(request)
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes in this model (for compaction planning)."""
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
     def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
         watch = Stopwatch()
         prompt, tokens = self.render(request)

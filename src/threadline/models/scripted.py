@@ -65,6 +65,9 @@ class ScriptedModel:
         self._rendered: tuple[list[Message], tuple[RenderedPart, ...]] = ([], ())
         self.requests: list[Request] = []
 
+    def count_tokens(self, text: str) -> int:
+        return len(scripted_tokens(text))
+
     def enqueue(self, *replies: str | BaseException) -> None:
         self._queue.extend(replies)
 
