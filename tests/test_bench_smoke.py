@@ -13,12 +13,14 @@ from tests.conftest import require_llama_cpp
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 QUICK = {"append.py": [], "history_growth.py": ["--no-langgraph"], "replay_reuse.py": [],
-         "ttft_local.py": []}
+         "ttft_local.py": [], "compaction_retention.py": [], "tool_clearing.py": [],
+         "compaction_ttft.py": []}
+LOCAL_MODEL = {"ttft_local.py", "compaction_ttft.py"}
 
 
 @pytest.mark.parametrize("script", sorted(QUICK))
 def test_benchmark_runs_in_quick_mode(script: str) -> None:
-    if script == "ttft_local.py":
+    if script in LOCAL_MODEL:
         require_llama_cpp()
     run = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--json",
                           *QUICK[script]], capture_output=True, text=True, timeout=600)

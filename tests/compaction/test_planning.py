@@ -93,7 +93,7 @@ def test_a_window_drops_whole_old_turns_in_one_step_and_keeps_the_current_one() 
 
 def test_a_summary_keeps_what_the_user_said_and_identifiers_verbatim() -> None:
     chosen = plan(HISTORY, _assemble, word_count, POLICY, reason="task_boundary",
-                  strategy="summary", budget=600)
+                  strategy="summary", budget=1_200)
     assert chosen is not None and chosen.summary is not None
     dropped = [i for i in HISTORY if i.seq <= (chosen.through_seq or 0)]
     for item in dropped:
@@ -105,6 +105,15 @@ def test_a_summary_keeps_what_the_user_said_and_identifiers_verbatim() -> None:
     after = _apply(HISTORY, chosen)
     first = _assemble(after).openai_messages()[1]["content"]
     assert first.startswith("Summary of the conversation so far:")
+
+
+def test_under_a_tight_budget_detail_goes_first_and_the_user_s_words_stay() -> None:
+    chosen = plan(HISTORY, _assemble, word_count, POLICY, reason="manual", strategy="summary",
+                  budget=300)
+    assert chosen is not None and chosen.summary is not None
+    assert "the assistant said" not in chosen.summary
+    for n in range(1, 6):
+        assert f"the user said: Find order ORD-{n:04d} for FY2025." in chosen.summary
 
 
 def test_a_second_summary_carries_the_first_forward() -> None:

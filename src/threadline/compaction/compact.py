@@ -92,11 +92,15 @@ def plan(history: Sequence[Item], assemble_for: AssembleFor, count: Count, polic
     if cut is not None and strategy in (None, "summary") and (policy.summarize or strategy):
         leaving = [i for i in view.items if i.seq <= cut]
         previous = None if view.summary is None else view.summary.content["summary"]
-        summary = consider(replace(base, strategy="summary", through_seq=cut,
-                                   summary=summarize(leaving, previous)))
+        staying = before - sum(by_seq.get(i.seq, 0) for i in leaving)
+        text = summarize(leaving, previous, limit=max(target // 2, target - staying),
+                         count=count)
+        summary = consider(replace(base, strategy="summary", through_seq=cut, summary=text))
         if strategy is None and summary.saved > 0:
-            strategy = "summary"  # recall first: turns leave bare only if a summary saves nothing
-    if cut is not None and strategy in (None, "window"):
+            strategy = "summary"  # recall first: a summary that saves room always wins
+    bare = strategy == "window" or (strategy is None and (
+        not policy.summarize or reason == "context_limit"))  # the last resort at the limit
+    if cut is not None and bare:
         consider(replace(base, strategy="window", through_seq=cut))
     if strategy == "pin":
         return consider(base)

@@ -36,6 +36,10 @@ _SCOPE = re.compile(
     r"unless I say otherwise|at all times|in this (?:conversation|chat|session))\b", re.I)
 _ALWAYS = re.compile(r"^(?:you\s+(?:should|must|will|shall|need to|have to)\s+|you'll\s+|"
                      r"you\s+)?(?:must\s+)?(?:always|never)\b", re.I)
+# "…, so never include nuts": a rule stated after a reason
+_CLAUSE = re.compile(r"[,;:]\s*(?:so|and|but|therefore|then|which means)?\s*(?:please\s+)?"
+                     r"(?:always|never)\s+(?!mind\b|again\b|ever\b|before\b|been\b|was\b|"
+                     r"were\b|had\b|have\b|did\b|do\b|got\b|seen\b|heard\b)[a-z]+", re.I)
 _MUST = re.compile(r"^(?:you\s+)?(?:must not|must never|should never|shall not|may not|"
                    r"are not allowed to|aren't allowed to|are never to|must)\b", re.I)
 _PREFER = re.compile(r"^(?:I|we)\s+(?:(?:would|'d)\s+)?(?:prefer|rather|like my|want my|"
@@ -51,11 +55,13 @@ _STYLE = re.compile(
     r"^keep (?:your |all |the |every )?(?:answers?|responses?|replies|explanations?|"
     r"messages|it|things|them) (?:short|brief|concise|under|below|simple|to)\b|"
     r"^(?:be|stay) (?:concise|brief|formal|polite|terse|direct)\b|"
-    r"^(?:avoid|no more|stop using|stop adding|don't use|do not use) \w+", re.I)
+    r"^(?:avoid|no more|stop using|stop adding|don't use|do not use) \w+|"
+    r"^(?:use|only use) \w+(?: \w+)? only\b|^only use\b", re.I)
 _FORBID = re.compile(
     r"^(?:do not|don't|dont|never)\s+(?:ever\s+)?(?:touch|modify|delete|remove|push|deploy|"
     r"call|run|use|write to|write into|commit|change|edit|share|mention|include|reveal|"
-    r"suggest|recommend|contact|email|book|spend|exceed|go over|assume)\b", re.I)
+    r"suggest|recommend|contact|email|book|spend|exceed|go over|assume|give|provide|offer|"
+    r"add|send|say|quote|cite|translate|summarise|summarize|guess)\b", re.I)
 _PERSONAL = re.compile(r"^(?:I|we|he|she|they|it|this|that|there)\b", re.I)
 
 
@@ -74,7 +80,7 @@ def _is_constraint(sentence: str) -> bool:
     body = _LEAD.sub("", sentence).strip(" ,;:-")
     if _SCOPE.search(sentence):
         return True
-    if _PREFER.match(body) or _NAMING.match(body):
+    if _PREFER.match(body) or _NAMING.match(body) or _CLAUSE.search(body):
         return True
     if _PERSONAL.match(body):
         return False  # "I always forget my keys" describes; it does not instruct

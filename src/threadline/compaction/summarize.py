@@ -13,7 +13,7 @@ copied, never paraphrased.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from threadline.items import Item, ItemKind
 
@@ -23,14 +23,27 @@ LINE_LIMIT = 300       # characters of one kept sentence or tool-output line
 
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")  # "41.01" and "v2.3" are not boundaries
 _SALIENT = re.compile(
-    r"\d|[A-Z]{2,}|\b[A-Z][a-z]+[A-Z]\w*|[\w.-]+/[\w./-]+|`[^`]+`|\"[^\"]+\"|"
+    r"\d|[A-Z]{2,}|\b[A-Z][a-z]+[A-Z]\w*|\b\w+_\w+|[\w.-]+/[\w./-]+|`[^`]+`|\"[^\"]+\"|"
     r"(?i:\b(?:decid|chose|choose|because|since|so that|instead|agreed|confirm|will|won't|"
     r"fail|error|didn't work|did not work|doesn't work|not possible|unable|cannot|can't|"
     r"tried|todo|open question|unresolved|pending|blocked|next step))")
 
 
-def summarize(items: Sequence[Item], previous: str | None = None) -> str:
-    """The summary of ``items`` (in log order), following ``previous`` if there was one."""
+def summarize(items: Sequence[Item], previous: str | None = None, *,
+              limit: int | None = None, count: Callable[[str], int] | None = None) -> str:
+    """The summary of ``items`` (in log order), following ``previous`` if there was one.
+
+    With ``limit`` (tokens, by ``count``), detail goes first where the summary would not fit:
+    the assistant's and tools' sentences are cut down to one each, then left out; what the
+    user said and the earlier summary are always kept."""
+    for detail in (SENTENCES_LIMIT, 1, 0):
+        text = _summary(items, previous, detail)
+        if limit is None or count is None or count(text) <= limit:
+            break
+    return text
+
+
+def _summary(items: Sequence[Item], previous: str | None, detail: int) -> str:
     names = {i.content["call_id"]: (i.content["name"], i.content["arguments"]) for i in items
              if i.kind is ItemKind.TOOL_CALL}
     lines: list[str] = []
@@ -41,18 +54,18 @@ def summarize(items: Sequence[Item], previous: str | None = None) -> str:
                      f"#{items[0].seq}-#{items[-1].seq}; recall(seq) returns any verbatim):")
     for item in items:
         if item.kind is ItemKind.USER:
-            text = " ".join(item.content["text"].split())
+            text = item.content["text"].strip()
             said = text if len(text) <= USER_WHOLE else \
                 _salient(text, limit=None, line_limit=LINE_LIMIT) or _clip(text, USER_WHOLE)
             lines.append(f"- [turn {item.turn}] the user said: {said}")
-        elif item.kind is ItemKind.ASSISTANT:
-            kept = _salient(item.content["text"], line_limit=LINE_LIMIT)
+        elif item.kind is ItemKind.ASSISTANT and detail:
+            kept = _salient(item.content["text"], limit=detail, line_limit=LINE_LIMIT)
             if kept:
                 lines.append(f"  - the assistant said: {kept}")
-        elif item.kind is ItemKind.TOOL_RESULT:
+        elif item.kind is ItemKind.TOOL_RESULT and detail:
             name, args = names.get(item.content["call_id"], ("a tool", {}))
             call = f"{name}({', '.join(f'{k}={v}' for k, v in sorted(args.items()))})"
-            kept = _salient(item.content["output"], line_limit=LINE_LIMIT)
+            kept = _salient(item.content["output"], limit=detail, line_limit=LINE_LIMIT)
             status = "failed" if item.content.get("is_error") else "returned"
             kept = kept or "(no salient lines)"
             lines.append(f"  - tool {call} {status} (item #{item.seq}): {kept}")
