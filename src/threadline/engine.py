@@ -10,7 +10,7 @@ the original intact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -19,9 +19,11 @@ from typing import Any
 from threadline.cache.attribution import Previous, report
 from threadline.cache.prefix import PrefixReport
 from threadline.calls import ModelCall
-from threadline.compaction.compact import AssembleFor, Compacted, compact, measure
+from threadline.compaction.boundary import starts_new_task
+from threadline.compaction.compact import AssembleFor, Compacted, compact, measure, unanswered
 from threadline.compaction.constraints import Constraint, active, new_constraint, removal
 from threadline.compaction.plan import Count, Policy, word_count
+from threadline.compaction.working_state import WorkingState, state_item, state_of, update
 from threadline.errors import (
     InputError,
     ModelCallFailed,
@@ -160,13 +162,14 @@ class Engine:
 
     def compact(self, conversation_id: str, branch: str = MAIN, *, budget: int | None = None,
                 strategy: str | None = None, dry_run: bool = False,
-                reason: str = "manual") -> Compacted:
+                boundary: bool = False) -> Compacted:
         """Compact a branch now (the lightest strategy that reaches ``budget`` tokens), or with
-        ``dry_run`` only say what that would do and cost."""
+        ``dry_run`` only say what that would do and cost. ``boundary``: a task just ended, so
+        summarise everything up to the last completed turn."""
         return compact(self.store, conversation_id, branch,
                        assemble_for=self.assembler(conversation_id), count=self.count,
-                       policy=self.policy or Policy(), clock=self.clock, reason=reason,
-                       budget=budget, strategy=strategy, dry_run=dry_run)
+                       policy=self.policy or Policy(), clock=self.clock, reason="manual",
+                       budget=budget, strategy=strategy, dry_run=dry_run, boundary=boundary)
 
     def recall(self, conversation_id: str, seq: int) -> Item:
         """A log item verbatim, whatever compaction did to it in the context."""
@@ -183,6 +186,17 @@ class Engine:
     def remove_constraint(self, conversation_id: str, seq: int, branch: str = MAIN) -> Item:
         return remove_constraint(self.store, conversation_id, seq, branch, clock=self.clock)
 
+    def working_state(self, conversation_id: str, branch: str = MAIN) -> WorkingState:
+        return state_of(self.store.history(conversation_id, branch))
+
+    def update_state(self, conversation_id: str, changes: Mapping[str, Any],
+                     branch: str = MAIN) -> WorkingState:
+        """Apply ``changes`` (see ``compaction.working_state.update``) and record the new
+        state; it is shown in the tail from the next call on."""
+        state = update(self.working_state(conversation_id, branch), changes)
+        _append(self.store, conversation_id, branch, self.clock, state_item(state))
+        return state
+
     def _auto_compact(self, head: Item, branch: str) -> Item:
         """Compact before a call when the policy says so; returns the branch's new head."""
         policy = self.policy
@@ -191,15 +205,19 @@ class Engine:
         assemble_for = self.assembler(head.conversation_id)
         history = self.store.history(head.conversation_id, branch)
         tokens = measure(history, assemble_for, self.count)
-        limit = policy.hard_limit
+        limit, message, through = policy.hard_limit, unanswered(history), None
         if limit is not None and tokens > limit:
             reason = "context_limit"
+        elif message is not None and tokens > policy.low_water \
+                and starts_new_task(message.content["text"]):
+            reason, through = "task_boundary", message.seq - 1  # the finished task leaves
         elif tokens > policy.high_water:
             reason = "high_water"
         else:
             return head
         done = compact(self.store, head.conversation_id, branch, assemble_for=assemble_for,
                        count=self.count, policy=policy, clock=self.clock, reason=reason,
+                       through=through,
                        decide=lambda plan: reason == "context_limit" or plan.price.pays_off)
         if done.applied is not None:
             return done.applied
@@ -285,14 +303,6 @@ def _append(store: Store, conversation_id: str, branch: str, clock: Callable[[],
             item: NewItem) -> Item:
     return store.commit(Commit(conversation_id=conversation_id, branch=branch,
                                created_at=clock(), check_head=False, items=[item])).items[0]
-
-
-def unanswered(history: Sequence[Item]) -> Item | None:
-    """The branch's newest message if it is a user message still waiting for its answer."""
-    for item in reversed(history):
-        if item.kind not in CONTROL_KINDS:
-            return item if item.kind is ItemKind.USER else None
-    return None
 
 
 def fork(store: Store, conversation_id: str, from_seq: int | None, name: str | None = None,

@@ -33,11 +33,12 @@ class ItemKind(StrEnum):
     COMPACTION = "compaction"
     CONSTRAINT = "constraint"                  # a standing instruction, with its provenance
     CONSTRAINT_REMOVED = "constraint_removed"  # the user withdrew one
+    WORKING_STATE = "working_state"            # the task's goal, plan, decisions, facts
 
 
 # Kinds that steer what the model sees without being messages themselves.
 CONTROL_KINDS = frozenset({ItemKind.NOTE, ItemKind.COMPACTION, ItemKind.CONSTRAINT,
-                           ItemKind.CONSTRAINT_REMOVED})
+                           ItemKind.CONSTRAINT_REMOVED, ItemKind.WORKING_STATE})
 
 
 # Required content fields per kind, and their JSON types. Extra fields are allowed and kept.
@@ -50,6 +51,7 @@ _REQUIRED: dict[ItemKind, dict[str, type | tuple[type, ...]]] = {
     ItemKind.COMPACTION: {"strategy": str},
     ItemKind.CONSTRAINT: {"text": str, "source": str},
     ItemKind.CONSTRAINT_REMOVED: {"constraint_seq": int},
+    ItemKind.WORKING_STATE: {"state": dict},
 }
 
 

@@ -99,3 +99,12 @@ def test_bad_compaction_and_constraint_requests_change_nothing(tl: Invoke, home:
         assert run.code == code, (args, run.err)
         assert message in run.err, (args, run.err)
     assert snapshot(home) == before
+
+
+def test_compact_at_a_task_boundary(tl: Invoke, home: Path) -> None:
+    cid = _conversation(tl, 4)
+    refused = tl("compact", cid, "--boundary", "--strategy", "window")
+    assert refused.code == 2 and "--boundary" in refused.err
+    done = tl("compact", cid, "--boundary", "--json").json()
+    assert done["applied"] is True
+    assert (done["plan"]["strategy"], done["plan"]["reason"]) == ("summary", "task_boundary")

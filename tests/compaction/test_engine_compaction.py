@@ -147,3 +147,28 @@ def test_an_imported_conversation_compacts_like_a_native_one(store: SQLiteStore)
     assert request.messages[0].content == ("Standing instructions:\n- From now on, answer in "
                                            "French.")
     assert "SKU-0" in request.messages[1].content  # the summary keeps identifiers
+
+
+def test_an_explicit_task_boundary_summarises_the_finished_task(store: SQLiteStore) -> None:
+    engine = Engine(store, ScriptedModel())
+    cid = _chat(engine, 4)
+    done = engine.compact(cid, boundary=True)
+    assert done.plan is not None and done.applied is not None
+    assert (done.plan.strategy, done.plan.reason) == ("summary", "task_boundary")
+    last = [i for i in store.history(cid) if i.kind is ItemKind.ASSISTANT][-1]
+    assert done.plan.through_seq == last.seq  # every completed turn is summarised
+    summary = engine.request_for(cid).messages[0].content
+    assert all(f"INV-{n:03d}" in summary for n in range(4))
+
+
+def test_a_detected_change_of_task_compacts_the_finished_one(store: SQLiteStore) -> None:
+    engine = Engine(store, ScriptedModel(), policy=Policy(high_water=50_000, low_water=300,
+                                                          profile="none"))
+    cid = _chat(engine, 4)
+    result = engine.run_turn("New task: draft the release notes for v2.3.", conversation_id=cid)
+    [event] = [i for i in store.history(cid) if i.kind is ItemKind.COMPACTION]
+    assert event.content["reason"] == "task_boundary"
+    assert event.content["through_seq"] == result.message.seq - 1
+    assert event.seq > result.message.seq  # recorded after the message, before the call
+    request = engine.request_for(cid)
+    assert "INV-003" in request.messages[0].content  # the old task, summarised

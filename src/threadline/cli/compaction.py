@@ -72,17 +72,23 @@ def context(ctx: Context, conversation_id: str, branch: str, model_name: str | N
               help="Tokens the next request should fit in. Default: the low-water mark.")
 @click.option("--strategy", type=click.Choice(STRATEGIES),
               help="Use this strategy only. Default: the lightest that reaches the budget.")
+@click.option("--boundary", is_flag=True,
+              help="A task just ended: summarise everything up to the last completed turn.")
 @click.option("--dry-run", is_flag=True, help="Say what would happen and what it costs; "
               "change nothing.")
 @_MODEL
 @_JSON
 @pass_context
 def compact(ctx: Context, conversation_id: str, branch: str, budget: int | None,
-            strategy: str | None, dry_run: bool, model_name: str | None, as_json: bool) -> None:
+            strategy: str | None, boundary: bool, dry_run: bool, model_name: str | None,
+            as_json: bool) -> None:
     """Compact a branch: one recorded event; the log keeps every original item."""
+    if boundary and strategy not in (None, "summary"):
+        raise click.UsageError("--boundary summarises; it does not combine with --strategy "
+                               f"{strategy}")
     engine = _engine(ctx, conversation_id, branch, model_name)
     done = engine.compact(conversation_id, branch, budget=budget, strategy=strategy,
-                          dry_run=dry_run)
+                          dry_run=dry_run, boundary=boundary)
     if as_json:
         emit_json(done.to_json())
         return

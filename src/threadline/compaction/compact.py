@@ -22,10 +22,10 @@ from threadline.compaction.plan import (
     request_tokens,
 )
 from threadline.compaction.summarize import summarize
-from threadline.compaction.view import STRATEGIES, ContextView, context_view
+from threadline.compaction.view import STRATEGIES, context_view
 from threadline.compaction.window import cut_for
 from threadline.errors import InputError
-from threadline.items import Item, NewItem, chain_hash_json
+from threadline.items import CONTROL_KINDS, Item, ItemKind, NewItem, chain_hash_json
 from threadline.request import Request
 from threadline.stores.base import Commit, Store
 
@@ -52,9 +52,12 @@ def measure(history: Sequence[Item], assemble_for: AssembleFor, count: Count) ->
 
 
 def plan(history: Sequence[Item], assemble_for: AssembleFor, count: Count, policy: Policy, *,
-         reason: str, budget: int | None = None, strategy: str | None = None) -> Plan | None:
+         reason: str, budget: int | None = None, strategy: str | None = None,
+         through: int | None = None) -> Plan | None:
     """The lightest compaction that brings the next request to ``budget`` tokens (default: the
-    low-water mark), or the one that comes closest; None when nothing can be compacted."""
+    low-water mark), or the one that comes closest; None when nothing can be compacted.
+    ``through`` fixes where the turns that leave end (a task boundary) instead of the water
+    marks, and makes a summary the strategy."""
     if strategy is not None and strategy not in STRATEGIES:
         raise InputError(f"unknown compaction strategy {strategy!r}; choose from "
                          f"{', '.join(STRATEGIES)}")
@@ -89,6 +92,9 @@ def plan(history: Sequence[Item], assemble_for: AssembleFor, count: Count, polic
             elif cleared.tokens_after <= target:
                 return cleared
     cut = cut_for(view, by_seq, over=before - target, keep=policy.keep_turns)
+    if through is not None:
+        cut = max((i.seq for i in view.items if i.seq <= through), default=None)
+        strategy = strategy or "summary"
     if cut is not None and strategy in (None, "summary") and (policy.summarize or strategy):
         leaving = [i for i in view.items if i.seq <= cut]
         previous = None if view.summary is None else view.summary.content["summary"]
@@ -139,12 +145,18 @@ def _as_item(new: NewItem, history: Sequence[Item]) -> Item:
 def compact(store: Store, conversation_id: str, branch: str, *, assemble_for: AssembleFor,
             count: Count, policy: Policy, clock: Callable[[], datetime], reason: str = "manual",
             budget: int | None = None, strategy: str | None = None, dry_run: bool = False,
+            boundary: bool = False, through: int | None = None,
             decide: Callable[[Plan], bool] | None = None) -> Compacted:
     """Record undetected constraints, plan, and append the compaction unless ``dry_run`` or
-    ``decide`` (the trigger policy's verdict on the plan) says no."""
+    ``decide`` (the trigger policy's verdict on the plan) says no. ``boundary`` says a task
+    just ended: everything up to the last completed turn is summarised."""
     history = store.history(conversation_id, branch)
     if not history:
         return Compacted(None, None, detail="the branch is empty; there is nothing to compact")
+    if boundary:
+        waiting = unanswered(history)
+        done = [i for i in history if waiting is None or i.seq < waiting.seq]
+        through, reason = (done[-1].seq if done else 0), "task_boundary"
     found = undetected(history)
     recorded: tuple[Item, ...] = ()
     if found and not dry_run:
@@ -156,7 +168,7 @@ def compact(store: Store, conversation_id: str, branch: str, *, assemble_for: As
         for new in found:  # measured as if recorded, so the plan pins them
             history = [*history, _as_item(new, history)]
     chosen = plan(history, assemble_for, count, policy, reason=reason, budget=budget,
-                  strategy=strategy)
+                  strategy=strategy, through=through)
     if chosen is None:
         return Compacted(None, None, recorded, "nothing in the view can be compacted")
     if dry_run:
@@ -171,5 +183,9 @@ def compact(store: Store, conversation_id: str, branch: str, *, assemble_for: As
                      f"{chosen.strategy}: {chosen.tokens_before} → {chosen.tokens_after} tokens")
 
 
-def view_of(store: Store, conversation_id: str, branch: str) -> ContextView:
-    return context_view(store.history(conversation_id, branch))
+def unanswered(history: Sequence[Item]) -> Item | None:
+    """The branch's newest message if it is a user message still waiting for its answer."""
+    for item in reversed(history):
+        if item.kind not in CONTROL_KINDS:
+            return item if item.kind is ItemKind.USER else None
+    return None

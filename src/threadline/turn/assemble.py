@@ -9,7 +9,8 @@ model saw at any step can be rebuilt and snapshot-tested. Order, most stable fir
     static context              conversation  ▌ breakpoint
     compaction summary          conversation
     verbatim history            conversation  ▌ breakpoint: the last completed turn
-    tail of the current turn    turn          (time, retrieved passages, memories, …)
+    tail of the current turn    turn          (time, retrieved passages, memories,
+                                              working state, constraint changes, …)
     the new user message        turn
 
 Anything volatile is in the tail, below every breakpoint, so it never breaks the prefix.
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from threadline.compaction.view import ContextView, context_view
+from threadline.compaction.working_state import state_of
 from threadline.items import Item, ItemKind
 from threadline.request import (
     Message,
@@ -69,7 +71,9 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
     if shown and shown[-1].kind is ItemKind.USER:
         shown, current = shown[:-1], shown[-1:]
     rules = [c.text for c in view.pinned] + list(pinned)
-    tail = _constraint_changes(view) + list(tail)
+    state = state_of(history)
+    tail = _constraint_changes(view) + list(tail) + (
+        [] if state.empty else [TailBlock("working state", state.render())])
     tail_messages = (Message("user", "\n\n".join(f"[{b.label}]\n{b.text}" for b in tail)),) \
         if tail else ()
     summary = () if view.summary is None else (_summary_message(view.summary, memo),)
