@@ -234,6 +234,7 @@ class ModelCall:
     started_at: datetime
     error: str | None = None
     prefix: Mapping[str, Any] | None = None  # the PrefixReport, as JSON (cache/prefix.py)
+    purpose: str = "turn"  # or a side call: "compaction" (constraint extraction)
 
     def to_json(self, *, with_request: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -243,6 +244,7 @@ class ModelCall:
             "timings": self.timings.to_json(), "started_at": format_time(self.started_at),
             "error": self.error, "response": dict(self.response),
             "prefix": None if self.prefix is None else dict(self.prefix),
+            "purpose": self.purpose,
         }
         if with_request and self.request is not None:
             out["request"] = self.request.to_json()

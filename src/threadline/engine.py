@@ -22,6 +22,7 @@ from threadline.calls import ModelCall
 from threadline.compaction.boundary import starts_new_task
 from threadline.compaction.compact import AssembleFor, Compacted, compact, measure, unanswered
 from threadline.compaction.constraints import Constraint, active, new_constraint, removal
+from threadline.compaction.extract import extract
 from threadline.compaction.plan import Count, Policy, word_count
 from threadline.compaction.working_state import WorkingState, state_item, state_of, update
 from threadline.errors import (
@@ -70,6 +71,7 @@ class Engine:
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  time_in_context: bool = False,
                  policy: Policy | None = None, count: Count | None = None,
+                 model_extraction: bool = False,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.store = store
         self.model = model
@@ -79,6 +81,7 @@ class Engine:
         self.clock = clock
         self.time_in_context = time_in_context  # the current time, in the tail of each turn
         self.policy = policy  # when to compact on its own (None: only when asked)
+        self.model_extraction = model_extraction  # the model also looks for constraints
         # tokens as the model counts them, where it can say; words otherwise
         count = count or getattr(model, "count_tokens", None) or word_count
         self.count: Count = lru_cache(maxsize=65_536)(count)
@@ -169,7 +172,8 @@ class Engine:
         return compact(self.store, conversation_id, branch,
                        assemble_for=self.assembler(conversation_id), count=self.count,
                        policy=self.policy or Policy(), clock=self.clock, reason="manual",
-                       budget=budget, strategy=strategy, dry_run=dry_run, boundary=boundary)
+                       budget=budget, strategy=strategy, dry_run=dry_run, boundary=boundary,
+                       extract=self._extractor(branch))
 
     def recall(self, conversation_id: str, seq: int) -> Item:
         """A log item verbatim, whatever compaction did to it in the context."""
@@ -197,6 +201,14 @@ class Engine:
         _append(self.store, conversation_id, branch, self.clock, state_item(state))
         return state
 
+    def _extractor(self, branch: str) -> Callable[[Sequence[Item]], Sequence[NewItem]] | None:
+        if not self.model_extraction:
+            return None
+
+        def run(history: Sequence[Item]) -> Sequence[NewItem]:
+            return extract(self.store, self.model, history, branch, clock=self.clock).proposals
+        return run
+
     def _auto_compact(self, head: Item, branch: str) -> Item:
         """Compact before a call when the policy says so; returns the branch's new head."""
         policy = self.policy
@@ -217,7 +229,7 @@ class Engine:
             return head
         done = compact(self.store, head.conversation_id, branch, assemble_for=assemble_for,
                        count=self.count, policy=policy, clock=self.clock, reason=reason,
-                       through=through,
+                       through=through, extract=self._extractor(branch),
                        decide=lambda plan: reason == "context_limit" or plan.price.pays_off)
         if done.applied is not None:
             return done.applied

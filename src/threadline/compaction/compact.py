@@ -14,6 +14,7 @@ from datetime import datetime
 
 from threadline.compaction.clear_tools import clearable
 from threadline.compaction.constraints import active, undetected
+from threadline.compaction.extract import ExtractionFailed
 from threadline.compaction.plan import (
     Count,
     Plan,
@@ -134,6 +135,13 @@ def _evaluate(proposal: Plan, history: Sequence[Item], assemble_for: AssembleFor
                    price=price(before=before, after=after, kept_prefix=kept, policy=policy))
 
 
+def _hypothetical(new: Sequence[NewItem], history: Sequence[Item]) -> list[Item]:
+    out: list[Item] = []
+    for item in new:
+        out.append(_as_item(item, [*history, *out]))
+    return out
+
+
 def _as_item(new: NewItem, history: Sequence[Item]) -> Item:
     """``new`` as it would be appended after ``history`` (for measuring, never stored)."""
     last = history[-1]
@@ -146,10 +154,12 @@ def compact(store: Store, conversation_id: str, branch: str, *, assemble_for: As
             count: Count, policy: Policy, clock: Callable[[], datetime], reason: str = "manual",
             budget: int | None = None, strategy: str | None = None, dry_run: bool = False,
             boundary: bool = False, through: int | None = None,
-            decide: Callable[[Plan], bool] | None = None) -> Compacted:
-    """Record undetected constraints, plan, and append the compaction unless ``dry_run`` or
-    ``decide`` (the trigger policy's verdict on the plan) says no. ``boundary`` says a task
-    just ended: everything up to the last completed turn is summarised."""
+            decide: Callable[[Plan], bool] | None = None,
+            extract: Callable[[Sequence[Item]], Sequence[NewItem]] | None = None) -> Compacted:
+    """Plan, and unless ``dry_run`` or ``decide`` (the trigger policy's verdict on the plan)
+    says no: find the standing constraints (by rule, and with ``extract`` by a model too),
+    record them, and append the compaction that pins them. ``boundary`` says a task just
+    ended: everything up to the last completed turn is summarised."""
     history = store.history(conversation_id, branch)
     if not history:
         return Compacted(None, None, detail="the branch is empty; there is nothing to compact")
@@ -157,25 +167,40 @@ def compact(store: Store, conversation_id: str, branch: str, *, assemble_for: As
         waiting = unanswered(history)
         done = [i for i in history if waiting is None or i.seq < waiting.seq]
         through, reason = (done[-1].seq if done else 0), "task_boundary"
+
+    def plan_with(found: Sequence[NewItem]) -> Plan | None:  # found measured as if recorded
+        return plan([*history, *_hypothetical(found, history)], assemble_for, count, policy,
+                    reason=reason, budget=budget, strategy=strategy, through=through)
+
     found = undetected(history)
+    chosen = plan_with(found)
+    if chosen is None:
+        return Compacted(None, None, detail="nothing in the view can be compacted")
+    if dry_run:
+        return Compacted(chosen, None, detail="dry run: nothing was changed")
+    if decide is not None and not decide(chosen):
+        return Compacted(chosen, None, detail="not applied: it does not pay for itself over "
+                         f"{chosen.price.horizon_turns} turns")
+    if extract is not None:
+        try:  # a model looks for rules too; if it fails, nothing is compacted
+            known = {(f.content["from_seq"], f.content["text"]) for f in found}
+            found += [n for n in extract([*history, *_hypothetical(found, history)])
+                      if (n.content["from_seq"], n.content["text"]) not in known]
+        except ExtractionFailed as err:
+            note = NewItem.note(f"compaction skipped: {err.message}", failure="extraction",
+                                reason=reason)
+            store.commit(Commit(conversation_id=conversation_id, branch=branch,
+                                created_at=clock(), check_head=False, items=[note]))
+            return Compacted(None, None, detail=f"not compacted: {err.message}")
     recorded: tuple[Item, ...] = ()
-    if found and not dry_run:
+    if found:
         recorded = tuple(store.commit(Commit(conversation_id=conversation_id, branch=branch,
                                              created_at=clock(), check_head=False,
                                              items=found)).items)
         history = store.history(conversation_id, branch)
-    elif found:
-        for new in found:  # measured as if recorded, so the plan pins them
-            history = [*history, _as_item(new, history)]
-    chosen = plan(history, assemble_for, count, policy, reason=reason, budget=budget,
-                  strategy=strategy, through=through)
-    if chosen is None:
-        return Compacted(None, None, recorded, "nothing in the view can be compacted")
-    if dry_run:
-        return Compacted(chosen, None, recorded, "dry run: nothing was changed")
-    if decide is not None and not decide(chosen):
-        return Compacted(chosen, None, recorded, "not applied: it does not pay for itself "
-                         f"over {chosen.price.horizon_turns} turns")
+        chosen = plan_with(())
+        if chosen is None:  # cannot happen: recording constraints only adds to the view
+            return Compacted(None, None, recorded, "nothing in the view can be compacted")
     result = store.commit(Commit(conversation_id=conversation_id, branch=branch,
                                  created_at=clock(), expected_head=history[-1].seq,
                                  items=[chosen.to_item()]))

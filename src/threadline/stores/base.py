@@ -126,7 +126,8 @@ class Store(Protocol):
     def call(self, call_id: str) -> ModelCall: ...
 
     def last_call(self, conversation_id: str, branch: str | None = None) -> ModelCall | None:
-        """The newest call on a branch (any branch with None), with its request."""
+        """The newest turn call (not a side call) on a branch (any branch with None), with its
+        request."""
         ...
 
     def calls(self, conversation_id: str, *, branch: str | None = None) -> list[ModelCall]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -269,6 +270,21 @@ class StoreConformance:
         stored = store.call(call.id)
         assert (stored.status, stored.error, stored.reply_seq) == (CallStatus.FAILED, "boom",
                                                                     None)
+
+    def test_a_side_call_is_kept_but_is_never_the_last_turn_call(self,
+                                                                 make_store: MakeStore) -> None:
+        store = make_store()
+        cid = _create(store, NewItem.user("q"))
+        turn = _call(cid, 1, [{"role": "user", "content": "q"}])
+        store.commit(Commit(conversation_id=cid, created_at=_T0, expected_head=1,
+                            items=[NewItem.assistant("a")], call=turn, call_reply_index=0))
+        side = replace(_call(cid, 2, [{"role": "user", "content": "list the rules"}]),
+                       purpose="compaction")
+        store.commit(Commit(conversation_id=cid, created_at=_T0, check_head=False, call=side))
+        last = store.last_call(cid, MAIN)
+        assert last is not None and last.id == turn.id
+        assert [c.purpose for c in store.calls(cid)] == ["turn", "compaction"]
+        assert store.call(side.id).request == side.request
 
     def test_every_request_in_a_long_chain_reads_back_exactly(self,
                                                               make_store: MakeStore) -> None:

@@ -55,7 +55,7 @@ _ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content,
                  "created_at, client_msg_id")
 _CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
                  "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
-                 "started_at, error, prefix_report")
+                 "started_at, error, prefix_report, purpose")
 _NO_LIMIT = 2**62
 _REMEMBERED_BRANCHES = 32
 _REMEMBERED_BYTES = 64 * 2**20  # roughly: a few very long conversations, many short ones
@@ -167,8 +167,8 @@ class SQLiteStore:
                 if "FOREIGN KEY" in str(err):  # deleted by another handle meanwhile
                     raise UnknownConversation(commit.conversation_id) from err
                 raise
-        if call is not None and call.request is not None:
-            self._remember(call, call.request)
+        if call is not None and call.request is not None and call.purpose == "turn":
+            self._remember(call, call.request)  # the next turn's request is stored against it
         return CommitResult(items=items, call=call, branch=new_branch)
 
     def _insert_branch(self, db: sqlite3.Connection, commit: Commit, created: str) -> Branch:
@@ -237,14 +237,14 @@ class SQLiteStore:
         db.execute(
             "INSERT INTO model_calls (id, conversation_id, branch, turn, head_seq, reply_seq, "
             "status, model, base_call_id, request_delta, response, prompt_tokens, cached_tokens,"
-            " completion_tokens, ttft_ms, total_ms, error, started_at, prefix_report) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " completion_tokens, ttft_ms, total_ms, error, started_at, prefix_report, purpose) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (call.id, call.conversation_id, call.branch, call.turn, call.head_seq, reply_seq,
              str(call.status), call.model, base_id, canonical_json(encoded),
              canonical_json(dict(call.response)), call.usage.prompt_tokens,
              call.usage.cached_tokens, call.usage.completion_tokens, call.timings.ttft_ms,
              call.timings.total_ms, call.error, format_time(call.started_at),
-             None if call.prefix is None else canonical_json(dict(call.prefix))))
+             None if call.prefix is None else canonical_json(dict(call.prefix)), call.purpose))
         return replace(call, reply_seq=reply_seq)
 
     def _base_call(self, db: sqlite3.Connection, conversation_id: str,
@@ -252,7 +252,8 @@ class SQLiteStore:
         """The call a new request is stored against: the branch's last, else the
         conversation's last (a fork's first call usually shares its parent's prefix)."""
         row = db.execute("SELECT id FROM model_calls WHERE conversation_id = ? AND branch = ? "
-                         "ORDER BY rowid DESC LIMIT 1", (conversation_id, branch)).fetchone()
+                         "AND purpose = 'turn' ORDER BY rowid DESC LIMIT 1",
+                         (conversation_id, branch)).fetchone()
         if row is None:
             row = db.execute("SELECT id FROM model_calls WHERE conversation_id = ? "
                              "ORDER BY rowid DESC LIMIT 1", (conversation_id,)).fetchone()
@@ -428,7 +429,8 @@ class SQLiteStore:
         return _call(rows[0], request)
 
     def last_call(self, conversation_id: str, branch: str | None = None) -> ModelCall | None:
-        sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ?"
+        sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ? " \
+            "AND purpose = 'turn'"
         params: list[Any] = [conversation_id]
         if branch is not None:
             sql += " AND branch = ?"
@@ -485,4 +487,4 @@ def _call(row: Sequence[Any], request: SentRequest | None) -> ModelCall:
         response=json.loads(row[8]),
         usage=Usage(prompt_tokens=row[9], cached_tokens=row[10], completion_tokens=row[11]),
         timings=Timings(ttft_ms=row[12], total_ms=row[13]), started_at=parse_time(row[14]),
-        error=row[15], prefix=None if row[16] is None else json.loads(row[16]))
+        error=row[15], prefix=None if row[16] is None else json.loads(row[16]), purpose=row[17])
