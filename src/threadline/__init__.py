@@ -4,7 +4,11 @@ The turn pipeline is ``Engine.run_turn``: ingest → assemble → call → commi
 :class:`Store` (SQLite by default) and a :class:`ModelBackend` (llama.cpp by default).
 """
 
-from threadline.calls import ModelCall, SentRequest, Timings, Usage
+from threadline.calls import ModelCall, Rendering, SentRequest, Timings, Usage
+from threadline.compaction.compact import Compacted
+from threadline.compaction.constraints import Constraint
+from threadline.compaction.plan import Plan, Policy
+from threadline.compaction.working_state import WorkingState
 from threadline.engine import Engine, TurnResult
 from threadline.errors import ThreadlineError
 from threadline.items import Branch, Conversation, Item, ItemKind, NewItem
@@ -18,6 +22,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Branch",
+    "Compacted",
+    "Constraint",
     "Conversation",
     "Durability",
     "Engine",
@@ -27,6 +33,9 @@ __all__ = [
     "ModelBackend",
     "ModelCall",
     "NewItem",
+    "Plan",
+    "Policy",
+    "Rendering",
     "Request",
     "SQLiteStore",
     "ScriptedModel",
@@ -41,6 +50,7 @@ __all__ = [
     "ToolSpec",
     "TurnResult",
     "Usage",
+    "WorkingState",
     "__version__",
     "assemble",
     "create_model",

@@ -172,3 +172,14 @@ def test_a_detected_change_of_task_compacts_the_finished_one(store: SQLiteStore)
     assert event.seq > result.message.seq  # recorded after the message, before the call
     request = engine.request_for(cid)
     assert "INV-003" in request.messages[0].content  # the old task, summarised
+
+
+def test_the_recall_tool_returns_an_item_or_an_error_the_model_can_use(
+        store: SQLiteStore) -> None:
+    from threadline.compaction.clear_tools import RECALL_TOOL, recall_tool
+    engine = Engine(store, ScriptedModel())
+    cid = engine.run_turn("Remember the code word: AZURE-17.").conversation_id
+    assert recall_tool(store, cid, {"item": 1}) == "Remember the code word: AZURE-17."
+    assert recall_tool(store, cid, {"item": 99}).startswith("error: there is no item 99")
+    assert recall_tool(store, cid, {"item": "1"}).startswith("error: recall needs")
+    assert RECALL_TOOL.to_openai()["function"]["parameters"]["required"] == ["item"]
