@@ -197,9 +197,7 @@ class Engine:
                      branch: str = MAIN) -> WorkingState:
         """Apply ``changes`` (see ``compaction.working_state.update``) and record the new
         state; it is shown in the tail from the next call on."""
-        state = update(self.working_state(conversation_id, branch), changes)
-        _append(self.store, conversation_id, branch, self.clock, state_item(state))
-        return state
+        return update_state(self.store, conversation_id, changes, branch, clock=self.clock)
 
     def _extractor(self, branch: str) -> Callable[[Sequence[Item]], Sequence[NewItem]] | None:
         if not self.model_extraction:
@@ -281,6 +279,14 @@ class Engine:
             raise InputError(f"message {message.seq} was answered without a recorded call")
         return TurnResult(message.conversation_id, reply.branch, message, reply,
                           self.store.call(call.id), deduplicated=True)
+
+
+def update_state(store: Store, conversation_id: str, changes: Mapping[str, Any],
+                 branch: str = MAIN, *, clock: Callable[[], datetime] = utc_now) -> WorkingState:
+    """Apply ``changes`` to a branch's working state and record the new state."""
+    state = update(state_of(store.history(conversation_id, branch)), changes)
+    _append(store, conversation_id, branch, clock, state_item(state))
+    return state
 
 
 def add_constraint(store: Store, conversation_id: str, text: str, branch: str = MAIN, *,

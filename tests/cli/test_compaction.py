@@ -108,3 +108,21 @@ def test_compact_at_a_task_boundary(tl: Invoke, home: Path) -> None:
     done = tl("compact", cid, "--boundary", "--json").json()
     assert done["applied"] is True
     assert (done["plan"]["strategy"], done["plan"]["reason"]) == ("summary", "task_boundary")
+
+
+def test_state_show_and_update(tl: Invoke, home: Path) -> None:
+    cid = _conversation(tl, 1)
+    empty = tl("state", "show", cid)
+    assert empty.code == 0 and "no working state yet" in empty.err
+    shown = tl("state", "update", cid, '{"goal": "Ship v2", "add_steps": ["tag the release"]}',
+               "--json").json()
+    assert shown["goal"] == "Ship v2" and shown["steps"] == [{"text": "tag the release",
+                                                               "status": "todo"}]
+    assert "1. [todo] tag the release" in tl("state", "show", cid).out
+    before = snapshot(home)
+    for changes, message in [("{not json", "not valid JSON"), ("[1, 2]", "JSON object"),
+                             ('{"colour": "red"}', "unknown working-state field"),
+                             ('{"step_status": {"index": 5, "status": "done"}}', "no step 5")]:
+        run = tl("state", "update", cid, changes)
+        assert run.code == 2 and message in run.err, (changes, run.err)
+    assert snapshot(home) == before

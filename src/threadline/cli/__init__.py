@@ -15,7 +15,7 @@ from threadline.cli._common import Context
 from threadline.cli.cache import cache
 from threadline.cli.calls import calls
 from threadline.cli.chat import chat
-from threadline.cli.compaction import compact, constraints, context
+from threadline.cli.compaction import compact, constraints, context, state
 from threadline.cli.conversations import conversations
 from threadline.cli.cost import cost
 from threadline.cli.importer import import_
@@ -56,6 +56,7 @@ cli.add_command(import_)
 cli.add_command(context)
 cli.add_command(compact)
 cli.add_command(constraints)
+cli.add_command(state)
 
 
 def main(argv: list[str] | None = None) -> None:

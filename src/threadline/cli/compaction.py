@@ -1,7 +1,8 @@
-"""``threadline context``, ``threadline compact`` and ``threadline constraints``."""
+"""``threadline context``, ``compact``, ``constraints`` and ``state``."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -10,7 +11,9 @@ from threadline.cli._common import Context, emit_json, one_line, pass_context, t
 from threadline.compaction.constraints import undetected
 from threadline.compaction.plan import request_tokens
 from threadline.compaction.view import STRATEGIES, context_view
-from threadline.engine import Engine, add_constraint, remove_constraint
+from threadline.compaction.working_state import state_of
+from threadline.engine import Engine, add_constraint, remove_constraint, update_state
+from threadline.errors import InputError
 from threadline.models import MODELS
 from threadline.stores import MAIN, Store
 
@@ -188,3 +191,50 @@ def _checked(ctx: Context, conversation_id: str, branch: str) -> Store:
     store.conversation(conversation_id)
     store.head(conversation_id, branch)  # an unknown branch fails here
     return store
+
+
+@click.group()
+def state() -> None:
+    """The task's working state: goal, plan, decisions, facts, open questions."""
+
+
+@state.command("show")
+@click.argument("conversation_id", metavar="CONVERSATION")
+@_BRANCH
+@_JSON
+@pass_context
+def state_show(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> None:
+    """The newest working state (what the tail of the next turn shows)."""
+    current = state_of(_checked(ctx, conversation_id, branch).history(conversation_id, branch))
+    if as_json:
+        emit_json(current.to_json())
+    elif current.empty:
+        click.echo("no working state yet; set one with: threadline state update", err=True)
+    else:
+        click.echo(current.render())
+
+
+@state.command("update")
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.argument("changes", metavar="JSON")
+@_BRANCH
+@_JSON
+@pass_context
+def state_update(ctx: Context, conversation_id: str, changes: str, branch: str,
+                 as_json: bool) -> None:
+    """Apply JSON changes, e.g. '{"goal": "…", "add_steps": ["…"]}' (fields: goal, steps,
+    add_steps, step_status, decisions, add_decisions, facts, add_facts, questions,
+    add_questions, resolve)."""
+    try:
+        parsed = json.loads(changes)
+    except json.JSONDecodeError as err:
+        raise InputError(f"the changes are not valid JSON ({err.msg} at character "
+                         f"{err.pos})", hint='e.g. \'{"goal": "Ship v2"}\'') from err
+    if not isinstance(parsed, dict):
+        raise InputError("the changes must be a JSON object", hint='e.g. \'{"goal": "Ship v2"}\'')
+    store = _checked(ctx, conversation_id, branch)
+    new = update_state(store, conversation_id, parsed, branch)
+    if as_json:
+        emit_json(new.to_json())
+    else:
+        click.echo(new.render())
