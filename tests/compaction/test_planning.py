@@ -111,7 +111,7 @@ def test_under_a_tight_budget_detail_goes_first_and_the_user_s_words_stay() -> N
     chosen = plan(HISTORY, _assemble, word_count, POLICY, reason="manual", strategy="summary",
                   budget=300)
     assert chosen is not None and chosen.summary is not None
-    assert "the assistant said" not in chosen.summary
+    assert "the model inferred" not in chosen.summary
     for n in range(1, 6):
         assert f"the user said: Find order ORD-{n:04d} for FY2025." in chosen.summary
 

@@ -4,7 +4,7 @@ Recall first, precision second: what the user said is kept whole when it is shor
 requirements), and otherwise, like the assistant's and the tools' messages, every sentence that
 carries a decision and its reason, a failure ("tried X, failed because Y"), an open question,
 or an identifier, path or number is kept verbatim. Every line says where it came from: the user
-said, a tool returned, the assistant said. The previous summary, if any, is carried forward
+said, a tool returned, the model inferred. The previous summary, if any, is carried forward
 whole, so nothing a compaction kept is lost by the next one. No model is involved, so the
 summary is deterministic and cannot invent anything; identifiers survive because they are
 copied, never paraphrased.
@@ -61,7 +61,7 @@ def _summary(items: Sequence[Item], previous: str | None, detail: int) -> str:
         elif item.kind is ItemKind.ASSISTANT and detail:
             kept = _salient(item.content["text"], limit=detail, line_limit=LINE_LIMIT)
             if kept:
-                lines.append(f"  - the assistant said: {kept}")
+                lines.append(f"  - the model inferred: {kept}")
         elif item.kind is ItemKind.TOOL_RESULT and detail:
             name, args = names.get(item.content["call_id"], ("a tool", {}))
             call = f"{name}({', '.join(f'{k}={v}' for k, v in sorted(args.items()))})"
