@@ -1,3 +1,5 @@
+"""``python -m threadline``: the command line."""
+
 from threadline.cli import main
 
 main()

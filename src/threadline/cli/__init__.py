@@ -19,6 +19,7 @@ from threadline.cli.compaction import compact, constraints, context, state
 from threadline.cli.conversations import conversations
 from threadline.cli.cost import cost
 from threadline.cli.importer import import_
+from threadline.cli.serve import serve
 from threadline.errors import ThreadlineError
 from threadline.settings import Settings
 
@@ -57,6 +58,7 @@ cli.add_command(context)
 cli.add_command(compact)
 cli.add_command(constraints)
 cli.add_command(state)
+cli.add_command(serve)
 
 
 def main(argv: list[str] | None = None) -> None:

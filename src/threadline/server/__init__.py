@@ -1,0 +1,1 @@
+"""The HTTP service: ``threadline serve`` (FastAPI + uvicorn, the ``server`` extra)."""

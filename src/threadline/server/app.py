@@ -1,0 +1,162 @@
+"""The HTTP service: conversations, turns (JSON or a server-sent event stream), forks and the
+exact record of every model call, with an OpenAPI spec at ``/openapi.json``.
+
+One engine serves every request. Turns run one at a time (the local model is one llama.cpp
+context); reads do not wait for them. Every error is a JSON body ``{"error": {"type",
+"message", "hint"}}`` with the status its kind implies, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field
+
+from threadline import __version__
+from threadline.engine import Engine, TurnResult
+from threadline.engine import fork as fork_branch
+from threadline.errors import (
+    ConflictError,
+    InputError,
+    ModelError,
+    NotFound,
+    StoreError,
+    ThreadlineError,
+)
+from threadline.items import format_time, new_id
+from threadline.stores.base import MAIN, Commit, NewConversation
+
+_STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409), (ModelError, 502),
+           (StoreError, 503)]
+
+
+class NewConversationBody(BaseModel):
+    system: str | None = Field(default=None, description="System prompt for the conversation.")
+    title: str | None = None
+
+
+class MessageBody(BaseModel):
+    text: str = Field(description="The user's message.")
+    branch: str = MAIN
+    client_msg_id: str | None = Field(
+        default=None, description="Resending the same id returns the first result.")
+    stream: bool = Field(default=False, description="Reply as server-sent events.")
+
+
+class ForkBody(BaseModel):
+    from_seq: int | None = Field(description="The item the branch grows from (null: empty).")
+    name: str | None = None
+
+
+def create_app(engine: Engine) -> FastAPI:
+    app = FastAPI(title="threadline", version=__version__,
+                  description="Durable, prompt-cache-aware multi-turn conversations.")
+    store = engine.store
+    turns = threading.Lock()  # one turn at a time through the engine's model
+
+    @app.exception_handler(ThreadlineError)
+    def _error(_: Request, err: ThreadlineError) -> JSONResponse:
+        return JSONResponse(status_code=_status(err), content=_error_body(err))
+
+    @app.post("/v1/conversations", status_code=201)
+    def create_conversation(body: NewConversationBody) -> dict[str, Any]:
+        cid = new_id("c_")
+        store.commit(Commit(conversation_id=cid, created_at=engine.clock(), expected_head=None,
+                            create=NewConversation(cid, title=body.title, system=body.system)))
+        return store.conversation(cid).to_json()
+
+    @app.get("/v1/conversations")
+    def list_conversations(limit: int | None = Query(default=None, ge=1)) -> list[Any]:
+        return [s.to_json() for s in store.conversations(limit=limit)]
+
+    @app.get("/v1/conversations/{conversation_id}")
+    def get_conversation(conversation_id: str, branch: str = MAIN) -> dict[str, Any]:
+        conversation = store.conversation(conversation_id)
+        return {"conversation": conversation.to_json(), "branch": branch,
+                "branches": [b.to_json() for b in store.branches(conversation_id)],
+                "items": [i.to_json() for i in store.history(conversation_id, branch)]}
+
+    @app.delete("/v1/conversations/{conversation_id}", status_code=204)
+    def delete_conversation(conversation_id: str) -> Response:
+        store.delete_conversation(conversation_id)
+        return Response(status_code=204)
+
+    @app.post("/v1/conversations/{conversation_id}/messages", response_model=None)
+    def post_message(conversation_id: str, body: MessageBody) -> dict[str, Any] | Response:
+        store.conversation(conversation_id)  # a 404 before anything is written
+        store.head(conversation_id, body.branch)
+
+        def run(on_text: Callable[[str], None] | None) -> TurnResult:
+            with turns:
+                return engine.run_turn(body.text, conversation_id=conversation_id,
+                                       branch=body.branch, client_msg_id=body.client_msg_id,
+                                       on_text=on_text)
+
+        if not body.stream:
+            return run(None).to_json()
+        return StreamingResponse(_events(run), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    @app.post("/v1/conversations/{conversation_id}/fork", status_code=201)
+    def fork(conversation_id: str, body: ForkBody) -> dict[str, Any]:
+        return fork_branch(store, conversation_id, body.from_seq, body.name,
+                           clock=engine.clock).to_json()
+
+    @app.get("/v1/conversations/{conversation_id}/calls")
+    def list_calls(conversation_id: str, branch: str | None = None) -> list[Any]:
+        return [c.to_json(with_request=False) for c in store.calls(conversation_id,
+                                                                   branch=branch)]
+
+    @app.get("/v1/calls/{call_id}")
+    def get_call(call_id: str, request: bool = False) -> dict[str, Any]:
+        return store.call(call_id).to_json(with_request=request)
+
+    @app.get("/healthz")
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": __version__, "time": format_time(engine.clock())}
+
+    return app
+
+
+def _events(run: Callable[[Callable[[str], None] | None], TurnResult]) -> Iterator[str]:
+    """Server-sent events: ``delta`` for each piece of text (its ``id`` is the offset in
+    characters after it), then ``done`` with the turn, or ``error``."""
+    pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def work() -> None:
+        try:
+            result = run(lambda text: pieces.put(("delta", text)))
+            pieces.put(("done", result.to_json()))
+        except ThreadlineError as err:
+            pieces.put(("error", _error_body(err)))
+        except Exception as err:  # noqa: BLE001 - reported to the client, then logged
+            pieces.put(("error", {"error": {"type": type(err).__name__, "message": str(err),
+                                            "hint": None}}))
+
+    threading.Thread(target=work, daemon=True).start()
+    offset = 0
+    while True:
+        kind, value = pieces.get()
+        if kind == "delta":
+            offset += len(value)
+            yield f"event: delta\nid: {offset}\ndata: {json.dumps({'text': value})}\n\n"
+            continue
+        yield f"event: {kind}\ndata: {json.dumps(value)}\n\n"
+        return
+
+
+def _status(err: ThreadlineError) -> int:
+    return next((code for kind, code in _STATUS if isinstance(err, kind)), 500)
+
+
+def _error_body(err: ThreadlineError) -> dict[str, Any]:
+    return {"error": {"type": type(err).__name__, "message": err.message, "hint": err.hint}}
+
+
+__all__ = ["create_app"]

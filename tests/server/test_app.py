@@ -1,0 +1,142 @@
+"""The HTTP service: every endpoint, streaming, retries, and errors that change nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from threadline.engine import Engine
+from threadline.models.scripted import ScriptedModel
+from threadline.server.app import create_app
+from threadline.stores.sqlite import SQLiteStore
+
+
+@pytest.fixture
+def client(store: SQLiteStore) -> TestClient:
+    return TestClient(create_app(Engine(store, ScriptedModel())))
+
+
+def _new(client: TestClient, **body: object) -> str:
+    created = client.post("/v1/conversations", json=body)
+    assert created.status_code == 201
+    cid: str = created.json()["id"]
+    return cid
+
+
+def test_a_conversation_over_http(client: TestClient) -> None:
+    cid = _new(client, system="You are terse.")
+    first = client.post(f"/v1/conversations/{cid}/messages", json={"text": "Hello"}).json()
+    assert first["turn"] == 1 and first["reply"].startswith("(scripted reply 1)")
+    second = client.post(f"/v1/conversations/{cid}/messages", json={"text": "Again"}).json()
+    assert second["turn"] == 2
+    shown = client.get(f"/v1/conversations/{cid}").json()
+    assert [i["kind"] for i in shown["items"]] == ["user_message", "assistant_message"] * 2
+    assert shown["conversation"]["system"] == "You are terse."
+    assert [c["id"] for c in client.get("/v1/conversations").json()] == [cid]
+    calls = client.get(f"/v1/conversations/{cid}/calls").json()
+    assert [c["call_id"] for c in calls] == [first["call_id"], second["call_id"]]
+    exact = client.get(f"/v1/calls/{second['call_id']}", params={"request": True}).json()
+    assert [m["content"] for m in exact["request"]["messages"]][-1] == "Again"
+    fork = client.post(f"/v1/conversations/{cid}/fork", json={"from_seq": 2, "name": "alt"})
+    assert fork.status_code == 201 and fork.json()["fork_seq"] == 2
+    assert client.delete(f"/v1/conversations/{cid}").status_code == 204
+    assert client.get(f"/v1/conversations/{cid}").status_code == 404
+
+
+def test_a_retried_send_returns_the_first_result(client: TestClient,
+                                                 store: SQLiteStore) -> None:
+    cid = _new(client)
+    body = {"text": "Book it", "client_msg_id": "msg-1"}
+    first = client.post(f"/v1/conversations/{cid}/messages", json=body).json()
+    again = client.post(f"/v1/conversations/{cid}/messages", json=body).json()
+    assert again["call_id"] == first["call_id"] and again["deduplicated"] is True
+    assert len(store.history(cid)) == 2
+
+
+def test_a_streamed_reply_arrives_as_server_sent_events(client: TestClient) -> None:
+    cid = _new(client)
+    with client.stream("POST", f"/v1/conversations/{cid}/messages",
+                       json={"text": "Stream this", "stream": True}) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        body = "".join(response.iter_text())
+    events = [block.splitlines() for block in body.strip().split("\n\n")]
+    kinds = [lines[0].removeprefix("event: ") for lines in events]
+    assert kinds[-1] == "done" and set(kinds[:-1]) == {"delta"}
+    text = "".join(json.loads(lines[-1].removeprefix("data: "))["text"]
+                   for lines in events[:-1])
+    done = json.loads(events[-1][-1].removeprefix("data: "))
+    assert text == done["reply"]
+    assert events[-2][1] == f"id: {len(text)}"  # the offset after the last piece
+
+
+@pytest.mark.parametrize("path, body, status, kind", [
+    ("/v1/conversations/c_missing/messages", {"text": "hi"}, 404, "UnknownConversation"),
+    ("/v1/conversations/{cid}/messages", {"text": "   "}, 400, "EmptyMessage"),
+    ("/v1/conversations/{cid}/messages", {"text": "hi", "branch": "nope"}, 404,
+     "UnknownBranch"),
+    ("/v1/conversations/{cid}/fork", {"from_seq": 99}, 404, "UnknownItem"),
+])
+def test_errors_are_json_with_the_right_status_and_change_nothing(
+        client: TestClient, store: SQLiteStore, path: str, body: dict, status: int,
+        kind: str) -> None:
+    cid = _new(client)
+    before = store.history(cid)
+    response = client.post(path.format(cid=cid), json=body)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["type"] == kind and error["message"]
+    assert store.history(cid) == before and len(store.branches(cid)) == 1
+
+
+def test_malformed_bodies_are_refused_by_schema(client: TestClient) -> None:
+    cid = _new(client)
+    response = client.post(f"/v1/conversations/{cid}/messages", content=b"{not json",
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert client.post(f"/v1/conversations/{cid}/messages", json={}).status_code == 422
+    spec = client.get("/openapi.json").json()
+    assert "/v1/conversations/{conversation_id}/messages" in spec["paths"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_threadline_serve_is_a_real_http_server(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "THREADLINE_HOME": str(tmp_path / "home"),
+           "THREADLINE_MODEL": "scripted"}
+    server = subprocess.Popen([sys.executable, "-m", "threadline", "serve", "--port",
+                               str(port)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                if httpx.get(f"{base}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        cid = httpx.post(f"{base}/v1/conversations", json={}).json()["id"]
+        reply = httpx.post(f"{base}/v1/conversations/{cid}/messages",
+                           json={"text": "over the wire"}).json()
+        assert reply["turn"] == 1 and "over the wire" in reply["reply"]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    # the conversation outlives the server process
+    store = SQLiteStore(tmp_path / "home" / "threadline.db")
+    try:
+        assert [i.text for i in store.history(cid)][0] == "over the wire"
+    finally:
+        store.close()
