@@ -30,6 +30,7 @@ from threadline.errors import (
     ThreadlineError,
 )
 from threadline.items import format_time, new_id
+from threadline.server.openai_compat import add_chat_completions
 from threadline.stores.base import MAIN, Commit, NewConversation
 
 _STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409), (ModelError, 502),
@@ -116,6 +117,8 @@ def create_app(engine: Engine) -> FastAPI:
     @app.get("/v1/calls/{call_id}")
     def get_call(call_id: str, request: bool = False) -> dict[str, Any]:
         return store.call(call_id).to_json(with_request=request)
+
+    add_chat_completions(app, engine, turns)
 
     @app.get("/healthz")
     def health() -> dict[str, str]:
