@@ -10,6 +10,7 @@ from threadline.engine import Engine
 from threadline.items import ItemKind
 from threadline.models.scripted import ScriptedModel
 from threadline.stores.sqlite import SQLiteStore
+from threadline.turn.lease import LeasePolicy
 
 
 def main() -> None:
@@ -19,7 +20,8 @@ def main() -> None:
     slow = rng.random() < 0.5
     model = ScriptedModel(first_token_delay_s=0.01 if slow else 0.0,
                           token_delay_s=0.001 if slow else 0.0)
-    engine = Engine(SQLiteStore(db), model)
+    # a short lease: the next child must not wait long for the one this kill leaves behind
+    engine = Engine(SQLiteStore(db), model, lease=LeasePolicy(ttl_s=0.3, heartbeat_s=0.1))
     head = engine.store.head(conversation_id)
     if head is not None and head.kind is ItemKind.USER:  # a turn the last crash interrupted
         result = engine.answer(conversation_id)

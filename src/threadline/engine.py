@@ -10,8 +10,9 @@ the original intact.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -28,7 +29,7 @@ from threadline.compaction.working_state import WorkingState, state_item, state_
 from threadline.errors import (
     InputError,
     ModelCallFailed,
-    ModelError,
+    ThreadlineError,
     TurnSuperseded,
 )
 from threadline.items import CONTROL_KINDS, Branch, Item, ItemKind, NewItem, format_time, utc_now
@@ -40,6 +41,7 @@ from threadline.turn.assemble import MessageMemo, assemble
 from threadline.turn.call import call_model
 from threadline.turn.commit import commit_reply, record_failure, sent_request
 from threadline.turn.ingest import ingest, validate_text
+from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class Engine:
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  time_in_context: bool = False,
                  policy: Policy | None = None, count: Count | None = None,
-                 model_extraction: bool = False,
+                 model_extraction: bool = False, lease: LeasePolicy = DEFAULT_LEASE,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.store = store
         self.model = model
@@ -82,14 +84,30 @@ class Engine:
         self.time_in_context = time_in_context  # the current time, in the tail of each turn
         self.policy = policy  # when to compact on its own (None: only when asked)
         self.model_extraction = model_extraction  # the model also looks for constraints
+        self.lease = lease  # one turn at a time per conversation, and what a second one does
         # tokens as the model counts them, where it can say; words otherwise
         count = count or getattr(model, "count_tokens", None) or word_count
         self.count: Count = lru_cache(maxsize=65_536)(count)
         self._memo = MessageMemo()
+        self._model_lock = threading.Lock()
 
     def run_turn(self, text: str, *, conversation_id: str | None = None, branch: str = MAIN,
-                 client_msg_id: str | None = None, on_text: OnText | None = None) -> TurnResult:
-        """Append the user's message, call the model on the branch, append its reply."""
+                 client_msg_id: str | None = None, on_text: OnText | None = None,
+                 on_busy: str | None = None) -> TurnResult:
+        """Append the user's message, call the model on the branch, append its reply. In an
+        existing conversation the turn holds its lease; ``on_busy`` (queue, reject, cancel;
+        default: the engine's) says what to do while another turn holds it."""
+        if conversation_id is None:  # a new conversation: nobody else can be answering it
+            return self._turn(text, None, branch, client_msg_id, on_text, None)
+        validate_text(text, max_bytes=self.max_message_bytes)  # refused before any wait
+        self.store.head(conversation_id, branch)  # unknown ids fail before any wait
+        policy = self.lease if on_busy is None else replace(self.lease, on_busy=on_busy)
+        with hold(self.store, conversation_id, policy) as holding:
+            return self._turn(text, conversation_id, branch, client_msg_id, on_text, holding)
+
+    def _turn(self, text: str, conversation_id: str | None, branch: str,
+              client_msg_id: str | None, on_text: OnText | None,
+              holding: Holding | None) -> TurnResult:
         ingested = ingest(self.store, text, clock=self.clock, max_bytes=self.max_message_bytes,
                           conversation_id=conversation_id, branch=branch,
                           client_msg_id=client_msg_id, system=self.system)
@@ -100,6 +118,8 @@ class Engine:
             if head is None or head.seq != ingested.message.seq:
                 raise TurnSuperseded(ingested.conversation_id, ingested.branch,
                                      ingested.message.seq, None if head is None else head.seq)
+        if holding is not None:
+            on_text = _checked(on_text, holding)
         return self._respond(ingested.message, ingested.branch, on_text)
 
     def answer(self, conversation_id: str, branch: str = MAIN, *,
@@ -204,7 +224,9 @@ class Engine:
             return None
 
         def run(history: Sequence[Item]) -> Sequence[NewItem]:
-            return extract(self.store, self.model, history, branch, clock=self.clock).proposals
+            with self._model_lock:
+                return extract(self.store, self.model, history, branch,
+                               clock=self.clock).proposals
         return run
 
     def _auto_compact(self, head: Item, branch: str) -> Item:
@@ -241,7 +263,8 @@ class Engine:
         message itself (a compaction or a constraint recorded after it)."""
         head = self._auto_compact(head or message, branch)
         request = self.request_for(head.conversation_id, branch)
-        outcome = call_model(self.model, request, clock=self.clock, on_text=on_text)
+        with self._model_lock:  # one backend instance runs one call at a time
+            outcome = call_model(self.model, request, clock=self.clock, on_text=on_text)
         sent = sent_request(request, outcome, self.model.model_id)
         prefix = report(sent, request, self._previous(head.conversation_id, branch)).to_json()
         if outcome.completion is None:
@@ -249,10 +272,8 @@ class Engine:
                                   outcome=outcome, model_id=self.model.model_id,
                                   clock=self.clock, prefix=prefix)
             assert outcome.error is not None
-            if isinstance(outcome.error, KeyboardInterrupt):
-                raise outcome.error
-            if isinstance(outcome.error, ModelError):
-                raise outcome.error
+            if isinstance(outcome.error, KeyboardInterrupt | ThreadlineError):
+                raise outcome.error  # a cancel, a model error: already says what happened
             raise ModelCallFailed(call.id, outcome.error) from outcome.error
         reply, call = commit_reply(self.store, head=head, branch=branch, request=request,
                                    outcome=outcome, model_id=self.model.model_id,
@@ -279,6 +300,15 @@ class Engine:
             raise InputError(f"message {message.seq} was answered without a recorded call")
         return TurnResult(message.conversation_id, reply.branch, message, reply,
                           self.store.call(call.id), deduplicated=True)
+
+
+def _checked(on_text: OnText | None, holding: Holding) -> OnText:
+    """``on_text`` that also keeps the lease and stops when a newer message cancels."""
+    def each(piece: str) -> None:
+        holding.check()
+        if on_text is not None:
+            on_text(piece)
+    return each
 
 
 def update_state(store: Store, conversation_id: str, changes: Mapping[str, Any],

@@ -170,6 +170,26 @@ class TurnSuperseded(ConflictError):
         self.found = found
 
 
+class TurnInProgress(ConflictError):
+    """Another turn holds the conversation and the caller chose not to wait (or waited too
+    long); nothing was written."""
+
+    def __init__(self, conversation_id: str, retry_after_s: float, *, waited: bool = False):
+        super().__init__(
+            f"conversation {conversation_id} is answering another message"
+            + (" and did not finish in time" if waited else ""),
+            hint=f"retry in about {retry_after_s:.0f} s, or send with on_busy='queue'")
+        self.retry_after_s = retry_after_s
+
+
+class TurnCancelled(ConflictError):
+    """A newer message asked this turn to stop; its call is recorded as cancelled."""
+
+    def __init__(self, conversation_id: str):
+        super().__init__(f"the turn on {conversation_id} was cancelled by a newer message",
+                         hint="the newer message is answered with this one's history")
+
+
 class ModelError(ThreadlineError):
     exit_code = 6
 

@@ -140,3 +140,27 @@ def test_threadline_serve_is_a_real_http_server(tmp_path: Path) -> None:
         assert [i.text for i in store.history(cid)][0] == "over the wire"
     finally:
         store.close()
+
+
+def test_a_busy_conversation_answers_409_with_retry_after(store: SQLiteStore) -> None:
+    import threading
+
+    model = ScriptedModel(token_delay_s=0.02)
+    client = TestClient(create_app(Engine(store, model)))
+    cid = _new(client)
+    model.enqueue(" ".join(f"w{n}" for n in range(60)))
+    slow = threading.Thread(target=lambda: client.post(
+        f"/v1/conversations/{cid}/messages", json={"text": "long one"}))
+    slow.start()
+    for _ in range(200):  # until the slow turn holds the lease and streams
+        if store.history(cid):
+            break
+        time.sleep(0.01)
+    time.sleep(0.1)
+    refused = client.post(f"/v1/conversations/{cid}/messages",
+                          json={"text": "are you there?", "on_busy": "reject"})
+    slow.join()
+    assert refused.status_code == 409 and int(refused.headers["Retry-After"]) >= 1
+    assert refused.json()["error"]["type"] == "TurnInProgress"
+    assert [i.text for i in store.history(cid)][0] == "long one"
+    assert "are you there?" not in [i.text for i in store.history(cid)]

@@ -1,18 +1,21 @@
 """The HTTP service: conversations, turns (JSON or a server-sent event stream), forks and the
 exact record of every model call, with an OpenAPI spec at ``/openapi.json``.
 
-One engine serves every request. Turns run one at a time (the local model is one llama.cpp
-context); reads do not wait for them. Every error is a JSON body ``{"error": {"type",
+One engine serves every request. Each conversation runs one turn at a time under its lease
+(a message that arrives meanwhile queues, is refused with 409 and ``Retry-After``, or cancels
+the running turn, as the request's ``on_busy`` says); the engine's model runs one call at a
+time; reads never wait. Every error is a JSON body ``{"error": {"type",
 "message", "hint"}}`` with the status its kind implies, and changes nothing.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -28,6 +31,7 @@ from threadline.errors import (
     NotFound,
     StoreError,
     ThreadlineError,
+    TurnInProgress,
 )
 from threadline.items import format_time, new_id
 from threadline.server.openai_compat import add_chat_completions
@@ -48,6 +52,9 @@ class MessageBody(BaseModel):
     client_msg_id: str | None = Field(
         default=None, description="Resending the same id returns the first result.")
     stream: bool = Field(default=False, description="Reply as server-sent events.")
+    on_busy: Literal["queue", "reject", "cancel"] = Field(
+        default="queue", description="While another turn runs here: wait, refuse (409), or "
+                                     "cancel it and go next.")
 
 
 class ForkBody(BaseModel):
@@ -59,11 +66,12 @@ def create_app(engine: Engine) -> FastAPI:
     app = FastAPI(title="threadline", version=__version__,
                   description="Durable, prompt-cache-aware multi-turn conversations.")
     store = engine.store
-    turns = threading.Lock()  # one turn at a time through the engine's model
 
     @app.exception_handler(ThreadlineError)
     def _error(_: Request, err: ThreadlineError) -> JSONResponse:
-        return JSONResponse(status_code=_status(err), content=_error_body(err))
+        headers = {"Retry-After": str(math.ceil(err.retry_after_s))} \
+            if isinstance(err, TurnInProgress) else None
+        return JSONResponse(status_code=_status(err), content=_error_body(err), headers=headers)
 
     @app.post("/v1/conversations", status_code=201)
     def create_conversation(body: NewConversationBody) -> dict[str, Any]:
@@ -94,10 +102,9 @@ def create_app(engine: Engine) -> FastAPI:
         store.head(conversation_id, body.branch)
 
         def run(on_text: Callable[[str], None] | None) -> TurnResult:
-            with turns:
-                return engine.run_turn(body.text, conversation_id=conversation_id,
-                                       branch=body.branch, client_msg_id=body.client_msg_id,
-                                       on_text=on_text)
+            return engine.run_turn(body.text, conversation_id=conversation_id,
+                                   branch=body.branch, client_msg_id=body.client_msg_id,
+                                   on_text=on_text, on_busy=body.on_busy)
 
         if not body.stream:
             return run(None).to_json()
@@ -118,7 +125,7 @@ def create_app(engine: Engine) -> FastAPI:
     def get_call(call_id: str, request: bool = False) -> dict[str, Any]:
         return store.call(call_id).to_json(with_request=request)
 
-    add_chat_completions(app, engine, turns)
+    add_chat_completions(app, engine)
 
     @app.get("/healthz")
     def health() -> dict[str, str]:

@@ -45,7 +45,7 @@ class ChatCompletionBody(BaseModel):
     metadata: dict[str, str] | None = None
 
 
-def add_chat_completions(app: FastAPI, engine: Engine, turns: threading.Lock) -> None:
+def add_chat_completions(app: FastAPI, engine: Engine) -> None:
     store = engine.store
 
     @app.post("/v1/chat/completions", response_model=None)
@@ -65,9 +65,8 @@ def add_chat_completions(app: FastAPI, engine: Engine, turns: threading.Lock) ->
             store.conversation(cid)  # a 404 before anything is written
 
         def run(on_text: Callable[[str], None] | None) -> TurnResult:
-            with turns:
-                return engine.run_turn(text, conversation_id=cid, branch=MAIN,
-                                       client_msg_id=idempotency_key, on_text=on_text)
+            return engine.run_turn(text, conversation_id=cid, branch=MAIN,
+                                   client_msg_id=idempotency_key, on_text=on_text)
 
         headers = {CONVERSATION_HEADER: cid}
         if not body.stream:

@@ -39,6 +39,14 @@ class NewBranch:
 
 
 @dataclass(frozen=True)
+class Lease:
+    granted: bool             # the asking holder holds it now
+    holder: str
+    expires_at: float         # seconds since the epoch
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
 class Commit:
     """One transaction against one branch of one conversation.
 
@@ -132,6 +140,19 @@ class Store(Protocol):
 
     def calls(self, conversation_id: str, *, branch: str | None = None) -> list[ModelCall]:
         """Calls in the order they were made. Listing omits requests (``request`` is None)."""
+        ...
+
+    def lease(self, conversation_id: str, holder: str, ttl_s: float, now: float) -> Lease:
+        """Take or renew the conversation's lease for ``holder`` until ``now + ttl_s``, unless
+        another holder's lease is still live; says who holds it either way."""
+        ...
+
+    def release_lease(self, conversation_id: str, holder: str) -> None:
+        """Give the lease back (a no-op if ``holder`` no longer holds it)."""
+        ...
+
+    def request_cancel(self, conversation_id: str, now: float) -> bool:
+        """Ask the current holder to stop; False when no live lease is held."""
         ...
 
     def close(self) -> None: ...

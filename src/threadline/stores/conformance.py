@@ -271,6 +271,33 @@ class StoreConformance:
         assert (stored.status, stored.error, stored.reply_seq) == (CallStatus.FAILED, "boom",
                                                                     None)
 
+    def test_a_lease_is_exclusive_until_released_or_expired(self,
+                                                            make_store: MakeStore) -> None:
+        store = make_store()
+        cid = _create(store, NewItem.user("q"))
+        first = store.lease(cid, "a", 30.0, now=1000.0)
+        assert first.granted and first.expires_at == 1030.0
+        other = store.lease(cid, "b", 30.0, now=1010.0)
+        assert (other.granted, other.holder, other.expires_at) == (False, "a", 1030.0)
+        assert store.lease(cid, "a", 30.0, now=1020.0).expires_at == 1050.0  # renewed
+        assert store.lease(cid, "b", 30.0, now=1051.0).granted  # a expired: never wedged
+        store.release_lease(cid, "a")  # no longer a's: nothing happens
+        assert not store.lease(cid, "a", 30.0, now=1052.0).granted
+        store.release_lease(cid, "b")
+        assert store.lease(cid, "a", 30.0, now=1053.0).granted
+
+    def test_a_cancel_request_reaches_the_holder_only(self, make_store: MakeStore) -> None:
+        store = make_store()
+        cid = _create(store, NewItem.user("q"))
+        assert store.request_cancel(cid, now=1000.0) is False  # nobody to ask
+        store.lease(cid, "a", 30.0, now=1000.0)
+        assert store.request_cancel(cid, now=1001.0) is True
+        assert store.lease(cid, "a", 30.0, now=1002.0).cancel_requested
+        store.release_lease(cid, "a")
+        assert not store.lease(cid, "b", 30.0, now=1003.0).cancel_requested
+        with pytest.raises(UnknownConversation):
+            store.lease("c_missing", "a", 30.0, now=1000.0)
+
     def test_a_side_call_is_kept_but_is_never_the_last_turn_call(self,
                                                                  make_store: MakeStore) -> None:
         store = make_store()

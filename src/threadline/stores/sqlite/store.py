@@ -47,6 +47,7 @@ from threadline.stores.base import (
     Commit,
     CommitResult,
     ConversationSummary,
+    Lease,
 )
 from threadline.stores.sqlite.schema import check_file, current_version, migrate
 
@@ -283,6 +284,35 @@ class SQLiteStore:
                 len(self._requests) > _REMEMBERED_BRANCHES
                 or sum(_size(r) for _, r in self._requests.values()) > _REMEMBERED_BYTES):
             self._requests.popitem(last=False)
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def lease(self, conversation_id: str, holder: str, ttl_s: float, now: float) -> Lease:
+        with self._transaction() as db:
+            row = db.execute("SELECT holder, expires_at, cancel FROM leases WHERE "
+                             "conversation_id = ?", (conversation_id,)).fetchone()
+            if row is not None and row[0] != holder and row[1] > now:
+                return Lease(False, row[0], row[1], bool(row[2]))
+            cancel = bool(row[2]) if row is not None and row[0] == holder else False
+            try:
+                db.execute("INSERT INTO leases (conversation_id, holder, expires_at, cancel) "
+                           "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
+                           "holder = excluded.holder, expires_at = excluded.expires_at, "
+                           "cancel = excluded.cancel",
+                           (conversation_id, holder, now + ttl_s, int(cancel)))
+            except sqlite3.IntegrityError as err:
+                raise UnknownConversation(conversation_id) from err
+            return Lease(True, holder, now + ttl_s, cancel)
+
+    def release_lease(self, conversation_id: str, holder: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM leases WHERE conversation_id = ? AND holder = ?",
+                       (conversation_id, holder))
+
+    def request_cancel(self, conversation_id: str, now: float) -> bool:
+        with self._transaction() as db:
+            return db.execute("UPDATE leases SET cancel = 1 WHERE conversation_id = ? AND "
+                              "expires_at > ?", (conversation_id, now)).rowcount > 0
 
     def delete_conversation(self, conversation_id: str) -> None:
         with self._transaction() as db:

@@ -1,0 +1,129 @@
+"""One turn at a time per conversation, across engines on the same file (as two replicas
+would be), with the sender's choice of what a second message does meanwhile."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from threadline.calls import CallStatus
+from threadline.engine import Engine
+from threadline.errors import TurnCancelled, TurnInProgress
+from threadline.items import ItemKind
+from threadline.models.scripted import ScriptedModel
+from threadline.stores.sqlite import SQLiteStore
+from threadline.turn.lease import LeasePolicy
+
+SLOW_REPLY = " ".join(f"word{n}" for n in range(40))
+
+
+def _replica(path: Path, **lease: float | str) -> tuple[Engine, SQLiteStore, ScriptedModel]:
+    store = SQLiteStore(path)
+    model = ScriptedModel(token_delay_s=0.02)
+    return Engine(store, model, lease=LeasePolicy(**lease)), store, model  # type: ignore[arg-type]
+
+
+def _start_slow_turn(engine: Engine, model: ScriptedModel, cid: str
+                     ) -> tuple[threading.Thread, threading.Event, list[BaseException]]:
+    streaming, errors = threading.Event(), []
+    model.enqueue(SLOW_REPLY)
+
+    def run() -> None:
+        try:
+            engine.run_turn("first question", conversation_id=cid,
+                            on_text=lambda _: streaming.set())
+        except BaseException as err:  # noqa: BLE001 - inspected by the test
+            errors.append(err)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert streaming.wait(5)
+    return thread, streaming, errors
+
+
+def test_a_second_message_queues_behind_the_running_turn(tmp_path: Path) -> None:
+    a, store, model_a = _replica(tmp_path / "t.db")
+    b, _, _ = _replica(tmp_path / "t.db")
+    cid = a.run_turn("hello").conversation_id
+    thread, _, errors = _start_slow_turn(a, model_a, cid)
+    second = b.run_turn("second question", conversation_id=cid)  # waits for the lease
+    thread.join()
+    assert errors == []
+    texts = [(i.kind, i.text) for i in store.history(cid)][2:]
+    assert [k for k, _ in texts] == [ItemKind.USER, ItemKind.ASSISTANT] * 2
+    assert texts[0][1] == "first question" and texts[1][1] == SLOW_REPLY
+    assert texts[2][1] == "second question" and second.turn == 3
+
+
+def test_reject_refuses_at_once_and_writes_nothing(tmp_path: Path) -> None:
+    a, store, model_a = _replica(tmp_path / "t.db")
+    b, _, _ = _replica(tmp_path / "t.db")
+    cid = a.run_turn("hello").conversation_id
+    thread, _, errors = _start_slow_turn(a, model_a, cid)
+    before = len(store.history(cid))
+    with pytest.raises(TurnInProgress) as refused:
+        b.run_turn("are you there?", conversation_id=cid, on_busy="reject")
+    assert refused.value.retry_after_s >= 1
+    assert len(store.history(cid)) == before
+    thread.join()
+    assert errors == [] and "are you there?" not in [i.text for i in store.history(cid)]
+
+
+def test_cancel_stops_the_running_turn_and_answers_the_newer_message(tmp_path: Path) -> None:
+    a, store, model_a = _replica(tmp_path / "t.db")
+    b, _, _ = _replica(tmp_path / "t.db")
+    cid = a.run_turn("book the flight").conversation_id
+    thread, _, errors = _start_slow_turn(a, model_a, cid)
+    result = b.run_turn("actually make it Tuesday", conversation_id=cid, on_busy="cancel")
+    thread.join()
+    assert len(errors) == 1 and isinstance(errors[0], TurnCancelled)
+    calls = store.calls(cid)
+    assert calls[-2].status is CallStatus.FAILED and "cancelled" in (calls[-2].error or "")
+    texts = [i.text for i in store.history(cid)]
+    assert texts[2:4] == ["first question", "actually make it Tuesday"]  # the first unanswered
+    assert texts[-1] == result.reply.text
+    seen = [m.content for m in b.model.requests[-1].messages]  # type: ignore[attr-defined]
+    assert "first question" in seen  # answered with the interrupted message in view
+
+
+def test_a_crashed_holder_never_wedges_a_conversation(tmp_path: Path) -> None:
+    engine, store, _ = _replica(tmp_path / "t.db", ttl_s=0.5)
+    cid = engine.run_turn("hello").conversation_id
+    store.lease(cid, "lease_crashed", 0.5, time.time())  # taken, then the holder died
+    started = time.monotonic()
+    result = engine.run_turn("still there?", conversation_id=cid)
+    assert result.turn == 2 and 0.3 < time.monotonic() - started < 5
+
+
+def test_a_bad_policy_is_refused() -> None:
+    with pytest.raises(ValueError, match="busy policy"):
+        LeasePolicy(on_busy="shove")
+
+
+def test_the_heartbeat_keeps_the_lease_through_a_long_prefill(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    slow = ScriptedModel(first_token_delay_s=0.8)  # no token for longer than the lease lives
+    a = Engine(store, slow, lease=LeasePolicy(ttl_s=0.3, heartbeat_s=0.1))
+    b = Engine(SQLiteStore(tmp_path / "t.db"), ScriptedModel(),
+               lease=LeasePolicy(ttl_s=0.3, heartbeat_s=0.1))
+    cid = b.run_turn("hello").conversation_id
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _run(a, cid, errors))
+    thread.start()
+    time.sleep(0.2)
+    second = b.run_turn("queued behind it", conversation_id=cid)
+    thread.join()
+    assert errors == []  # not cancelled: its lease never lapsed
+    texts = [i.text for i in store.history(cid)]
+    assert texts.index("long prefill") < texts.index("queued behind it")
+    assert second.reply.text == texts[-1]
+
+
+def _run(engine: Engine, cid: str, errors: list[BaseException]) -> None:
+    try:
+        engine.run_turn("long prefill", conversation_id=cid)
+    except BaseException as err:  # noqa: BLE001 - inspected by the test
+        errors.append(err)
