@@ -47,7 +47,7 @@ from constraint_fixtures import FIXTURES  # noqa: E402
 from threadline.compaction.compact import plan  # noqa: E402
 from threadline.compaction.constraints import undetected  # noqa: E402
 from threadline.compaction.plan import Policy, word_count  # noqa: E402
-from threadline.items import Item, NewItem, chain_hash_json  # noqa: E402
+from threadline.items import Item, NewItem, next_item  # noqa: E402
 from threadline.request import Request  # noqa: E402
 from threadline.turn.assemble import MessageMemo, assemble  # noqa: E402
 
@@ -103,12 +103,7 @@ def facts(case: Case) -> set[str]:
 
 
 def _append(history: list[Item], new: NewItem) -> None:
-    last = history[-1] if history else None
-    turn = (last.turn if last else 0) + (new.kind.value == "user_message")
-    history.append(Item("c_bench", len(history) + 1, "main", last.seq if last else None, turn,
-                        new.kind, new.content,
-                        chain_hash_json(last.hash if last else None, new.kind,
-                                        new.content_json), _T))
+    history.append(next_item(history, new, conversation_id="c_bench", created_at=_T))
 
 
 def replay(case: Case, compactor: str, k: int, budget: int) -> tuple[float, float, int]:

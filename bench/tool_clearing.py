@@ -44,7 +44,7 @@ from threadline.compaction.clear_tools import clearable
 from threadline.compaction.compact import plan
 from threadline.compaction.plan import Policy, request_tokens
 from threadline.compaction.view import context_view
-from threadline.items import Item, ItemKind, NewItem, chain_hash_json
+from threadline.items import Item, ItemKind, NewItem, next_item
 from threadline.request import Request
 from threadline.turn.assemble import MessageMemo, assemble
 
@@ -178,12 +178,7 @@ def _shared(previous: list[tuple[dict[str, Any], int]] | None,
 
 
 def _append(history: list[Item], new: NewItem) -> None:
-    last = history[-1] if history else None
-    turn = (last.turn if last else 0) + (new.kind is ItemKind.USER)
-    history.append(Item("c_tau", len(history) + 1, "main", last.seq if last else None, turn,
-                        new.kind, new.content,
-                        chain_hash_json(last.hash if last else None, new.kind,
-                                        new.content_json), _T))
+    history.append(next_item(history, new, conversation_id="c_tau", created_at=_T))
 
 
 def main(argv: list[str] | None = None) -> int:

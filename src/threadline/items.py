@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -193,13 +193,26 @@ def chain_items(conversation_id: str, new_items: Iterable[NewItem], *,
     links, turns and chained hashes): for replays, simulations and tests."""
     out: list[Item] = []
     for new in new_items:
-        parent = out[-1] if out else None
-        turn = (parent.turn if parent else 0) + (new.kind is ItemKind.USER)
-        parent_seq, parent_hash = (None, None) if parent is None else (parent.seq, parent.hash)
-        out.append(Item(conversation_id, len(out) + 1, branch, parent_seq, turn, new.kind,
-                        new.content, chain_hash_json(parent_hash, new.kind, new.content_json),
-                        created_at, new.client_msg_id))
+        out.append(next_item(out, new, conversation_id=conversation_id,
+                             created_at=created_at, branch=branch))
     return out
+
+
+def next_item(history: Sequence[Item], new: NewItem, *, conversation_id: str | None = None,
+              created_at: datetime | None = None, branch: str | None = None) -> Item:
+    """``new`` as a store would append it after ``history`` (in memory: for measuring a plan,
+    replays and tests). Unset fields follow the last item."""
+    parent = history[-1] if history else None
+    if parent is None and (conversation_id is None or created_at is None):
+        raise ValueError("the first item needs a conversation id and a creation time")
+    turn = (parent.turn if parent else 0) + (new.kind is ItemKind.USER)
+    return Item(conversation_id or parent.conversation_id,  # type: ignore[union-attr]
+                parent.seq + 1 if parent else 1,
+                branch or (parent.branch if parent else "main"),
+                parent.seq if parent else None, turn, new.kind, new.content,
+                chain_hash_json(parent.hash if parent else None, new.kind, new.content_json),
+                created_at or parent.created_at,  # type: ignore[union-attr]
+                new.client_msg_id)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from threadline.compaction.summarize import summarize
 from threadline.compaction.view import STRATEGIES, context_view
 from threadline.compaction.window import cut_for
 from threadline.errors import InputError
-from threadline.items import CONTROL_KINDS, Item, ItemKind, NewItem, chain_hash_json
+from threadline.items import CONTROL_KINDS, Item, ItemKind, NewItem, next_item
 from threadline.request import Request
 from threadline.stores.base import Commit, Store
 
@@ -121,7 +121,7 @@ def plan(history: Sequence[Item], assemble_for: AssembleFor, count: Count, polic
 def _evaluate(proposal: Plan, history: Sequence[Item], assemble_for: AssembleFor,
               count: Count, request: Request, before: int, policy: Policy) -> Plan:
     """The proposal measured exactly: the request as it would be with the compaction item."""
-    after_request = assemble_for([*history, _as_item(proposal.to_item(), history)])
+    after_request = assemble_for([*history, next_item(history, proposal.to_item())])
     measured = request_tokens(after_request, count)
     after = sum(tokens for _, tokens in measured)
     old = [m.to_openai() for m in request.messages]
@@ -138,16 +138,8 @@ def _evaluate(proposal: Plan, history: Sequence[Item], assemble_for: AssembleFor
 def _hypothetical(new: Sequence[NewItem], history: Sequence[Item]) -> list[Item]:
     out: list[Item] = []
     for item in new:
-        out.append(_as_item(item, [*history, *out]))
+        out.append(next_item([*history, *out], item))
     return out
-
-
-def _as_item(new: NewItem, history: Sequence[Item]) -> Item:
-    """``new`` as it would be appended after ``history`` (for measuring, never stored)."""
-    last = history[-1]
-    return Item(last.conversation_id, last.seq + 1, last.branch, last.seq, last.turn, new.kind,
-                new.content, chain_hash_json(last.hash, new.kind, new.content_json),
-                last.created_at)
 
 
 def compact(store: Store, conversation_id: str, branch: str, *, assemble_for: AssembleFor,
