@@ -62,20 +62,75 @@ def test_a_retried_send_returns_the_first_result(client: TestClient,
     assert len(store.history(cid)) == 2
 
 
-def test_a_streamed_reply_arrives_as_server_sent_events(client: TestClient) -> None:
+def _parse(body: str) -> list[tuple[str, str | None, dict]]:
+    """(event, id, data) for each server-sent event."""
+    out = []
+    for block in body.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((fields["event"], fields.get("id"), json.loads(fields["data"])))
+    return out
+
+
+def test_a_streamed_reply_arrives_as_server_sent_events(client: TestClient,
+                                                        store: SQLiteStore) -> None:
     cid = _new(client)
     with client.stream("POST", f"/v1/conversations/{cid}/messages",
                        json={"text": "Stream this", "stream": True}) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
-        body = "".join(response.iter_text())
-    events = [block.splitlines() for block in body.strip().split("\n\n")]
-    kinds = [lines[0].removeprefix("event: ") for lines in events]
-    assert kinds[-1] == "done" and set(kinds[:-1]) == {"delta"}
-    text = "".join(json.loads(lines[-1].removeprefix("data: "))["text"]
-                   for lines in events[:-1])
-    done = json.loads(events[-1][-1].removeprefix("data: "))
-    assert text == done["reply"]
-    assert events[-2][1] == f"id: {len(text)}"  # the offset after the last piece
+        events = _parse("".join(response.iter_text()))
+    kinds = [kind for kind, _, _ in events]
+    assert kinds[0] == "generation" and kinds[-1] == "done"
+    assert set(kinds[1:-1]) == {"delta"}
+    gid = events[0][2]["generation_id"]
+    text = "".join(data["text"] for kind, _, data in events if kind == "delta")
+    assert text == events[-1][2]["reply"]
+    assert events[-2][1] == f"{gid}:{len(text)}"  # the offset after the last piece
+    saved = store.generation(gid)
+    assert saved is not None and saved.done and saved.text == text
+
+
+def test_a_dropped_stream_resumes_elsewhere_without_running_the_model_again(
+        tmp_path: Path) -> None:
+    model = ScriptedModel(token_delay_s=0.01)
+    first = TestClient(create_app(Engine(SQLiteStore(tmp_path / "t.db"), model)))
+    cid = _new(first)
+    reply = " ".join(f"w{n}" for n in range(80))
+    model.enqueue(reply)
+    received, last_id = "", None
+    with first.stream("POST", f"/v1/conversations/{cid}/messages",
+                      json={"text": "long answer please", "stream": True}) as response:
+        lines = response.iter_lines()
+        for line in lines:  # read a little, then the connection "drops"
+            if line.startswith("id: "):
+                last_id = line.removeprefix("id: ")
+            elif line.startswith("data: ") and last_id is not None:
+                received += json.loads(line.removeprefix("data: "))["text"]
+                if len(received) > 20:
+                    break
+    assert last_id is not None
+    gid = last_id.split(":")[0]
+    replica = TestClient(create_app(Engine(SQLiteStore(tmp_path / "t.db"), ScriptedModel())))
+    resumed = replica.get(f"/v1/generations/{gid}/events",
+                          headers={"Last-Event-ID": last_id})
+    assert resumed.status_code == 200
+    events = _parse(resumed.text)
+    rest = "".join(data["text"] for kind, _, data in events if kind == "delta")
+    assert events[-1][0] == "done" and received + rest == reply
+    assert len(model.requests) == 1  # resuming ran nothing
+
+
+def test_resuming_refuses_what_it_cannot_serve(client: TestClient) -> None:
+    assert client.get("/v1/generations/gen_missing/events").status_code == 404
+    cid = _new(client)
+    with client.stream("POST", f"/v1/conversations/{cid}/messages",
+                       json={"text": "hi", "stream": True}) as response:
+        gid = _parse("".join(response.iter_text()))[0][2]["generation_id"]
+    wrong = client.get(f"/v1/generations/{gid}/events", headers={"Last-Event-ID": "x:3"})
+    assert wrong.status_code == 400 and "not an event of" in wrong.json()["error"]["message"]
+    past = client.get(f"/v1/generations/{gid}/events", params={"offset": 10_000})
+    assert past.status_code == 400 and "past the end" in past.json()["error"]["message"]
+    whole = _parse(client.get(f"/v1/generations/{gid}/events").text)
+    assert whole[-1][0] == "done"
 
 
 @pytest.mark.parametrize("path, body, status, kind", [

@@ -10,14 +10,11 @@ time; reads never wait. Every error is a JSON body ``{"error": {"type",
 
 from __future__ import annotations
 
-import json
 import math
-import queue
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -35,6 +32,7 @@ from threadline.errors import (
 )
 from threadline.items import format_time, new_id
 from threadline.server.openai_compat import add_chat_completions
+from threadline.server.streams import live_events, resume_position, resumed_events
 from threadline.stores.base import MAIN, Commit, NewConversation
 
 _STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409), (ModelError, 502),
@@ -108,7 +106,24 @@ def create_app(engine: Engine) -> FastAPI:
 
         if not body.stream:
             return run(None).to_json()
-        return StreamingResponse(_events(run), media_type="text/event-stream",
+        return StreamingResponse(live_events(run, store, conversation_id, engine.clock,
+                                             _error_body),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    @app.get("/v1/generations/{generation_id}/events")
+    def resume(generation_id: str, offset: int | None = Query(default=None, ge=0),
+               last_event_id: str | None = Header(default=None, alias="Last-Event-ID")
+               ) -> StreamingResponse:
+        """Resume a stream from an offset (``?offset=`` or ``Last-Event-ID``) without running
+        the model again; any replica over the same store can serve it."""
+        generation = store.generation(generation_id)
+        if generation is None:
+            raise UnknownGeneration(generation_id)
+        start = resume_position(generation_id, last_event_id, offset)
+        events = resumed_events(store, generation, start)
+        first = next(events, None)  # a bad offset fails here, as a JSON error
+        return StreamingResponse(_prepend(first, events), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
     @app.post("/v1/conversations/{conversation_id}/fork", status_code=201)
@@ -134,31 +149,16 @@ def create_app(engine: Engine) -> FastAPI:
     return app
 
 
-def _events(run: Callable[[Callable[[str], None] | None], TurnResult]) -> Iterator[str]:
-    """Server-sent events: ``delta`` for each piece of text (its ``id`` is the offset in
-    characters after it), then ``done`` with the turn, or ``error``."""
-    pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
+class UnknownGeneration(NotFound):
+    def __init__(self, generation_id: str) -> None:
+        super().__init__(f"no generation {generation_id}",
+                         hint="use the generation_id of the stream's first event")
 
-    def work() -> None:
-        try:
-            result = run(lambda text: pieces.put(("delta", text)))
-            pieces.put(("done", result.to_json()))
-        except ThreadlineError as err:
-            pieces.put(("error", _error_body(err)))
-        except Exception as err:  # noqa: BLE001 - reported to the client, then logged
-            pieces.put(("error", {"error": {"type": type(err).__name__, "message": str(err),
-                                            "hint": None}}))
 
-    threading.Thread(target=work, daemon=True).start()
-    offset = 0
-    while True:
-        kind, value = pieces.get()
-        if kind == "delta":
-            offset += len(value)
-            yield f"event: delta\nid: {offset}\ndata: {json.dumps({'text': value})}\n\n"
-            continue
-        yield f"event: {kind}\ndata: {json.dumps(value)}\n\n"
-        return
+def _prepend(first: str | None, rest: Iterator[str]) -> Iterator[str]:
+    if first is not None:
+        yield first
+    yield from rest
 
 
 def _status(err: ThreadlineError) -> int:

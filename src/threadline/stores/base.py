@@ -47,6 +47,18 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """A reply as it streams: the text so far, and once done, the outcome (the finished turn
+    as JSON, or an error body)."""
+
+    id: str
+    conversation_id: str
+    text: str
+    done: bool = False
+    result: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Commit:
     """One transaction against one branch of one conversation.
 
@@ -153,6 +165,13 @@ class Store(Protocol):
 
     def request_cancel(self, conversation_id: str, now: float) -> bool:
         """Ask the current holder to stop; False when no live lease is held."""
+        ...
+
+    def save_generation(self, generation: Generation, at: datetime) -> None:
+        """Record a generation's progress (the whole text so far; a later save replaces it)."""
+        ...
+
+    def generation(self, generation_id: str) -> Generation | None:
         ...
 
     def close(self) -> None: ...

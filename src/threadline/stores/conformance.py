@@ -31,7 +31,7 @@ from threadline.errors import (
     UnknownItem,
 )
 from threadline.items import ItemKind, NewItem, chain_hash, new_id
-from threadline.stores.base import MAIN, Commit, NewBranch, NewConversation, Store
+from threadline.stores.base import MAIN, Commit, Generation, NewBranch, NewConversation, Store
 from threadline.stores.verify import verify_conversation
 
 MakeStore = Callable[[], Store]
@@ -270,6 +270,20 @@ class StoreConformance:
         stored = store.call(call.id)
         assert (stored.status, stored.error, stored.reply_seq) == (CallStatus.FAILED, "boom",
                                                                     None)
+
+    def test_a_generation_is_saved_as_it_streams_and_read_back(self,
+                                                               make_store: MakeStore) -> None:
+        store = make_store()
+        cid = _create(store, NewItem.user("q"))
+        assert store.generation("gen_missing") is None
+        store.save_generation(Generation("gen_1", cid, "Hel"), _T0)
+        assert store.generation("gen_1") == Generation("gen_1", cid, "Hel")
+        store.save_generation(Generation("gen_1", cid, "Hello.", True, {"turn": 1}), _T0)
+        assert store.generation("gen_1") == Generation("gen_1", cid, "Hello.", True, {"turn": 1})
+        with pytest.raises(UnknownConversation):
+            store.save_generation(Generation("gen_2", "c_missing", ""), _T0)
+        store.delete_conversation(cid)
+        assert store.generation("gen_1") is None  # deleted with its conversation
 
     def test_a_lease_is_exclusive_until_released_or_expired(self,
                                                             make_store: MakeStore) -> None:

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ from threadline.stores.base import (
     Commit,
     CommitResult,
     ConversationSummary,
+    Generation,
     Lease,
 )
 from threadline.stores.sqlite.schema import check_file, current_version, migrate
@@ -284,6 +286,30 @@ class SQLiteStore:
                 len(self._requests) > _REMEMBERED_BRANCHES
                 or sum(_size(r) for _, r in self._requests.values()) > _REMEMBERED_BYTES):
             self._requests.popitem(last=False)
+
+    # -- generations -----------------------------------------------------------------------
+
+    def save_generation(self, generation: Generation, at: datetime) -> None:
+        result = None if generation.result is None else canonical_json(dict(generation.result))
+        with self._transaction() as db:
+            try:
+                db.execute("INSERT INTO generations (id, conversation_id, text, done, result, "
+                           "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
+                           "SET text = excluded.text, done = excluded.done, "
+                           "result = excluded.result, updated_at = excluded.updated_at",
+                           (generation.id, generation.conversation_id, generation.text,
+                            int(generation.done), result, format_time(at)))
+            except sqlite3.IntegrityError as err:
+                raise UnknownConversation(generation.conversation_id) from err
+
+    def generation(self, generation_id: str) -> Generation | None:
+        rows = self._read("SELECT id, conversation_id, text, done, result FROM generations "
+                          "WHERE id = ?", (generation_id,))
+        if not rows:
+            return None
+        row = rows[0]
+        return Generation(row[0], row[1], row[2], bool(row[3]),
+                          None if row[4] is None else json.loads(row[4]))
 
     # -- leases ----------------------------------------------------------------------------
 

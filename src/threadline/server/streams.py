@@ -1,0 +1,115 @@
+"""Resumable streams: a reply's text is saved by generation id as it streams.
+
+The first event of a stream names its generation; every ``delta`` event's id is
+``GENERATION:OFFSET`` (characters so far). A client that lost its connection asks any replica
+over the same store for ``/v1/generations/{id}/events`` with ``Last-Event-ID`` (or
+``?offset=``) and gets the rest exactly once, then ``done``; the model is not run again. The
+turn itself never depends on the client: it runs to its end in its own thread whether or not
+anyone is still listening.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from threadline.engine import TurnResult
+from threadline.errors import InputError, ThreadlineError
+from threadline.items import new_id
+from threadline.stores.base import Generation, Store
+
+SAVE_EVERY_S = 0.1  # how stale the saved text may be while a reply streams
+
+
+def live_events(run: Callable[[Callable[[str], None]], TurnResult], store: Store,
+                conversation_id: str, clock: Callable[[], datetime],
+                error_body: Callable[[ThreadlineError], dict[str, Any]]) -> Iterator[str]:
+    generation_id = new_id("gen_")
+    pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
+    text: list[str] = []
+    saved = [0.0]
+
+    def save(done: bool = False, result: dict[str, Any] | None = None) -> None:
+        store.save_generation(Generation(generation_id, conversation_id, "".join(text), done,
+                                         result), clock())
+        saved[0] = time.monotonic()
+
+    def on_text(piece: str) -> None:
+        text.append(piece)
+        pieces.put(("delta", piece))
+        if time.monotonic() - saved[0] >= SAVE_EVERY_S:
+            save()
+
+    def work() -> None:
+        try:
+            outcome = {"event": "done", "data": run(on_text).to_json()}
+        except ThreadlineError as err:
+            outcome = {"event": "error", "data": error_body(err)}
+        except Exception as err:  # noqa: BLE001 - reported to the client in the stream
+            outcome = {"event": "error", "data": {"error": {
+                "type": type(err).__name__, "message": str(err), "hint": None}}}
+        save(done=True, result=outcome)
+        pieces.put(("end", outcome))
+
+    save()
+    threading.Thread(target=work, daemon=True).start()
+    yield _event("generation", {"generation_id": generation_id})
+    offset = 0
+    while True:
+        kind, value = pieces.get()
+        if kind == "delta":
+            offset += len(value)
+            yield _event("delta", {"text": value}, f"{generation_id}:{offset}")
+            continue
+        yield _event(value["event"], value["data"])
+        return
+
+
+def resume_position(generation_id: str, last_event_id: str | None,
+                    offset: int | None) -> int:
+    """Where a resumed stream starts: ``?offset=``, else the offset in ``Last-Event-ID``."""
+    if offset is not None:
+        return offset
+    if last_event_id is None:
+        return 0
+    gid, _, position = last_event_id.rpartition(":")
+    if gid != generation_id or not position.isdigit():
+        raise InputError(f"Last-Event-ID {last_event_id!r} is not an event of {generation_id}",
+                         hint="send the id of the last delta event received, GENERATION:OFFSET")
+    return int(position)
+
+
+def resumed_events(store: Store, generation: Generation, offset: int, *,
+                   poll_s: float = 0.05, timeout_s: float = 600.0) -> Iterator[str]:
+    """The rest of a generation from ``offset``: what is saved now, then what follows until it
+    is done (polling the store, so any replica can serve it)."""
+    if offset > len(generation.text) and generation.done:
+        raise InputError(f"offset {offset} is past the end of {generation.id} "
+                         f"({len(generation.text)} characters)")
+    started = time.monotonic()
+    current: Generation | None = generation
+    while current is not None:
+        if len(current.text) > offset:
+            yield _event("delta", {"text": current.text[offset:]},
+                         f"{current.id}:{len(current.text)}")
+            offset = len(current.text)
+        if current.done:
+            result = current.result or {"event": "error", "data": {}}
+            yield _event(result["event"], result["data"])
+            return
+        if time.monotonic() - started > timeout_s:
+            yield _event("error", {"error": {"type": "Timeout", "hint": None,
+                                             "message": "the generation did not finish"}})
+            return
+        time.sleep(poll_s)
+        current = store.generation(generation.id)
+
+
+def _event(kind: str, data: Any, event_id: str | None = None) -> str:
+    head = f"event: {kind}\n" + (f"id: {event_id}\n" if event_id else "")
+    return f"{head}data: {json.dumps(data)}\n\n"
