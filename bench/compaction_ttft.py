@@ -24,17 +24,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ttft_local import SYSTEM, user_text  # the same conversation as the TTFT benchmark
+
 from threadline.engine import Engine
 from threadline.models.llamacpp import LlamaCppModel, Sampling
 from threadline.stores.sqlite import SQLiteStore
-
-SYSTEM = "You are a careful assistant for a travel agency. Answer briefly and precisely."
-
-
-def user_text(n: int) -> str:
-    return (f"Turn {n}: please check the itinerary for passenger {n}, flight TP{100 + n}, "
-            f"departing Lisbon at {8 + n % 10}:15, and confirm the baggage allowance, the "
-            "seat, and whether the fare can be changed.")
 
 
 def main(argv: list[str] | None = None) -> int:
