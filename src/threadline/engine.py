@@ -124,16 +124,18 @@ class Engine:
 
     def answer(self, conversation_id: str, branch: str = MAIN, *,
                on_text: OnText | None = None) -> TurnResult:
-        """Answer the branch's newest message: a failed turn's retry, or a regeneration."""
-        head = self.store.head(conversation_id, branch)
-        message = head
-        if head is not None and head.kind in CONTROL_KINDS:
-            message = unanswered(self.store.history(conversation_id, branch))
-        if head is None or message is None or message.kind is not ItemKind.USER:
-            raise InputError(f"branch {branch!r} of {conversation_id} does not end with an "
-                             "unanswered user message; there is nothing to answer",
-                             hint="send a new message instead")
-        return self._respond(message, branch, on_text, head=head)
+        """Answer the branch's newest message: a failed turn's retry, or a regeneration.
+        Like a turn, it holds the conversation's lease (waiting for it if need be)."""
+        with hold(self.store, conversation_id, self.lease) as holding:
+            head = self.store.head(conversation_id, branch)
+            message = head
+            if head is not None and head.kind in CONTROL_KINDS:
+                message = unanswered(self.store.history(conversation_id, branch))
+            if head is None or message is None or message.kind is not ItemKind.USER:
+                raise InputError(f"branch {branch!r} of {conversation_id} does not end with "
+                                 "an unanswered user message; there is nothing to answer",
+                                 hint="send a new message instead")
+            return self._respond(message, branch, _checked(on_text, holding), head=head)
 
     def fork(self, conversation_id: str, from_seq: int | None, name: str | None = None) -> Branch:
         """A new branch growing from item ``from_seq``; the original stays as it is."""
