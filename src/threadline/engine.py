@@ -21,10 +21,10 @@ from threadline.cache.attribution import Previous, report
 from threadline.cache.prefix import PrefixReport
 from threadline.calls import ModelCall
 from threadline.compaction.boundary import starts_new_task
-from threadline.compaction.compact import AssembleFor, Compacted, compact, measure, unanswered
+from threadline.compaction.compact import AssembleFor, Compacted, compact, unanswered
 from threadline.compaction.constraints import Constraint, active, new_constraint, removal
 from threadline.compaction.extract import extract
-from threadline.compaction.plan import Count, Policy, word_count
+from threadline.compaction.plan import Count, Policy, request_tokens, word_count
 from threadline.compaction.working_state import WorkingState, state_item, state_of, update
 from threadline.errors import (
     InputError,
@@ -231,14 +231,16 @@ class Engine:
                                clock=self.clock).proposals
         return run
 
-    def _auto_compact(self, head: Item, branch: str) -> Item:
-        """Compact before a call when the policy says so; returns the branch's new head."""
+    def _auto_compact(self, head: Item, branch: str) -> tuple[Item, Request | None]:
+        """Compact before a call when the policy says so. Returns the branch's head, and the
+        request to send when measuring it already built it (nothing changed since)."""
         policy = self.policy
         if policy is None:
-            return head
+            return head, None
         assemble_for = self.assembler(head.conversation_id)
         history = self.store.history(head.conversation_id, branch)
-        tokens = measure(history, assemble_for, self.count)
+        request = assemble_for(history)
+        tokens = sum(n for _, n in request_tokens(request, self.count))
         limit, message, through = policy.hard_limit, unanswered(history), None
         if limit is not None and tokens > limit:
             reason = "context_limit"
@@ -248,14 +250,14 @@ class Engine:
         elif tokens > policy.high_water:
             reason = "high_water"
         else:
-            return head
+            return head, request  # the common case: the measured request is the one to send
         done = compact(self.store, head.conversation_id, branch, assemble_for=assemble_for,
                        count=self.count, policy=policy, clock=self.clock, reason=reason,
                        through=through, extract=self._extractor(branch),
                        decide=lambda plan: reason == "context_limit" or plan.price.pays_off)
         if done.applied is not None:
-            return done.applied
-        return self.store.head(head.conversation_id, branch) or head
+            return done.applied, None
+        return self.store.head(head.conversation_id, branch) or head, None
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -263,8 +265,8 @@ class Engine:
                  head: Item | None = None) -> TurnResult:
         """Answer user ``message``; ``head`` is the branch's newest item when it is not the
         message itself (a compaction or a constraint recorded after it)."""
-        head = self._auto_compact(head or message, branch)
-        request = self.request_for(head.conversation_id, branch)
+        head, request = self._auto_compact(head or message, branch)
+        request = request or self.request_for(head.conversation_id, branch)
         with self._model_lock:  # one backend instance runs one call at a time
             outcome = call_model(self.model, request, clock=self.clock, on_text=on_text)
         sent = sent_request(request, outcome, self.model.model_id)
