@@ -32,7 +32,12 @@ from threadline.errors import (
 )
 from threadline.items import format_time, new_id
 from threadline.server.openai_compat import add_chat_completions
-from threadline.server.streams import live_events, resume_position, resumed_events
+from threadline.server.streams import (
+    error_body,
+    live_events,
+    resume_position,
+    resumed_events,
+)
 from threadline.stores.base import MAIN, Commit, NewConversation
 
 _STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409), (ModelError, 502),
@@ -69,7 +74,7 @@ def create_app(engine: Engine) -> FastAPI:
     def _error(_: Request, err: ThreadlineError) -> JSONResponse:
         headers = {"Retry-After": str(math.ceil(err.retry_after_s))} \
             if isinstance(err, TurnInProgress) else None
-        return JSONResponse(status_code=_status(err), content=_error_body(err), headers=headers)
+        return JSONResponse(status_code=_status(err), content=error_body(err), headers=headers)
 
     @app.post("/v1/conversations", status_code=201)
     def create_conversation(body: NewConversationBody) -> dict[str, Any]:
@@ -106,8 +111,7 @@ def create_app(engine: Engine) -> FastAPI:
 
         if not body.stream:
             return run(None).to_json()
-        return StreamingResponse(live_events(run, store, conversation_id, engine.clock,
-                                             _error_body),
+        return StreamingResponse(live_events(run, store, conversation_id, engine.clock),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
@@ -163,10 +167,6 @@ def _prepend(first: str | None, rest: Iterator[str]) -> Iterator[str]:
 
 def _status(err: ThreadlineError) -> int:
     return next((code for kind, code in _STATUS if isinstance(err, kind)), 500)
-
-
-def _error_body(err: ThreadlineError) -> dict[str, Any]:
-    return {"error": {"type": type(err).__name__, "message": err.message, "hint": err.hint}}
 
 
 __all__ = ["create_app"]

@@ -13,8 +13,6 @@ Streaming uses OpenAI's chunk format, ending in ``data: [DONE]``.
 from __future__ import annotations
 
 import json
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,8 +22,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from threadline.engine import Engine, TurnResult
-from threadline.errors import InputError, ThreadlineError
+from threadline.errors import InputError
 from threadline.items import new_id
+from threadline.server.streams import error_body, pump
 from threadline.stores.base import MAIN, Commit, NewConversation
 
 CONVERSATION_HEADER = "X-Threadline-Conversation"
@@ -111,38 +110,23 @@ def _completion(result: TurnResult) -> dict[str, Any]:
     }
 
 
-def _chunks(run: Callable[[Callable[[str], None] | None], TurnResult],
-            model_id: str) -> Iterator[str]:
+def _chunks(run: Callable[[Callable[[str], None]], TurnResult], model_id: str) -> Iterator[str]:
     stream_id, created = f"chatcmpl-{new_id('')}", int(time.time())
-    pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
 
-    def chunk(delta: dict[str, Any], finish: str | None = None,
-              **extra: Any) -> str:
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
         body = {"id": stream_id, "object": "chat.completion.chunk", "created": created,
                 "model": model_id, "choices": [{"index": 0, "delta": delta,
                                                 "finish_reason": finish}], **extra}
         return f"data: {json.dumps(body)}\n\n"
 
-    def work() -> None:
-        try:
-            pieces.put(("done", run(lambda text: pieces.put(("delta", text)))))
-        except ThreadlineError as err:
-            pieces.put(("error", {"message": err.message, "type": type(err).__name__}))
-        except Exception as err:  # noqa: BLE001 - reported to the client in the stream
-            pieces.put(("error", {"message": str(err), "type": type(err).__name__}))
-
-    threading.Thread(target=work, daemon=True).start()
     yield chunk({"role": "assistant", "content": ""})
-    while True:
-        kind, value = pieces.get()
+    for kind, value in pump(run):
         if kind == "delta":
             yield chunk({"content": value})
         elif kind == "done":
             result = _completion(value)
             yield chunk({}, result["choices"][0]["finish_reason"], usage=result["usage"],
                         threadline=result["threadline"])
-            break
         else:
-            yield f"data: {json.dumps({'error': value})}\n\n"
-            break
+            yield f"data: {json.dumps(error_body(value))}\n\n"
     yield "data: [DONE]\n\n"

@@ -26,11 +26,50 @@ from threadline.stores.base import Generation, Store
 SAVE_EVERY_S = 0.1  # how stale the saved text may be while a reply streams
 
 
-def live_events(run: Callable[[Callable[[str], None]], TurnResult], store: Store,
-                conversation_id: str, clock: Callable[[], datetime],
-                error_body: Callable[[ThreadlineError], dict[str, Any]]) -> Iterator[str]:
-    generation_id = new_id("gen_")
+def pump(run: Callable[[Callable[[str], None]], TurnResult], *,
+         on_text: Callable[[str], None] | None = None,
+         on_end: Callable[[TurnResult | BaseException], None] | None = None
+         ) -> Iterator[tuple[str, Any]]:
+    """Run a turn in its own thread, which finishes whether or not anyone keeps listening,
+    and yield ``("delta", text)`` for each piece, then ``("done", TurnResult)`` or
+    ``("error", exception)``. ``on_text`` and ``on_end`` run in that thread."""
     pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def each(piece: str) -> None:
+        if on_text is not None:
+            on_text(piece)
+        pieces.put(("delta", piece))
+
+    def work() -> None:
+        outcome: TurnResult | BaseException
+        try:
+            outcome = run(each)
+        except Exception as err:  # noqa: BLE001 - reported to the client in the stream
+            outcome = err
+        if on_end is not None:
+            on_end(outcome)
+        pieces.put(("error", outcome) if isinstance(outcome, BaseException) else
+                   ("done", outcome))
+
+    threading.Thread(target=work, daemon=True).start()
+    while True:
+        kind, value = pieces.get()
+        yield kind, value
+        if kind != "delta":
+            return
+
+
+def error_body(err: BaseException) -> dict[str, Any]:
+    """The JSON error body every endpoint and stream uses."""
+    if isinstance(err, ThreadlineError):
+        return {"error": {"type": type(err).__name__, "message": err.message,
+                          "hint": err.hint}}
+    return {"error": {"type": type(err).__name__, "message": str(err), "hint": None}}
+
+
+def live_events(run: Callable[[Callable[[str], None]], TurnResult], store: Store,
+                conversation_id: str, clock: Callable[[], datetime]) -> Iterator[str]:
+    generation_id = new_id("gen_")
     text: list[str] = []
     saved = [0.0]
 
@@ -41,33 +80,28 @@ def live_events(run: Callable[[Callable[[str], None]], TurnResult], store: Store
 
     def on_text(piece: str) -> None:
         text.append(piece)
-        pieces.put(("delta", piece))
         if time.monotonic() - saved[0] >= SAVE_EVERY_S:
             save()
 
-    def work() -> None:
-        try:
-            outcome = {"event": "done", "data": run(on_text).to_json()}
-        except ThreadlineError as err:
-            outcome = {"event": "error", "data": error_body(err)}
-        except Exception as err:  # noqa: BLE001 - reported to the client in the stream
-            outcome = {"event": "error", "data": {"error": {
-                "type": type(err).__name__, "message": str(err), "hint": None}}}
-        save(done=True, result=outcome)
-        pieces.put(("end", outcome))
+    def on_end(outcome: TurnResult | BaseException) -> None:
+        save(done=True, result=_outcome(outcome))
 
     save()
-    threading.Thread(target=work, daemon=True).start()
     yield _event("generation", {"generation_id": generation_id})
     offset = 0
-    while True:
-        kind, value = pieces.get()
+    for kind, value in pump(run, on_text=on_text, on_end=on_end):
         if kind == "delta":
             offset += len(value)
             yield _event("delta", {"text": value}, f"{generation_id}:{offset}")
-            continue
-        yield _event(value["event"], value["data"])
-        return
+        else:
+            outcome = _outcome(value)
+            yield _event(outcome["event"], outcome["data"])
+
+
+def _outcome(value: TurnResult | BaseException) -> dict[str, Any]:
+    if isinstance(value, BaseException):
+        return {"event": "error", "data": error_body(value)}
+    return {"event": "done", "data": value.to_json()}
 
 
 def resume_position(generation_id: str, last_event_id: str | None,
