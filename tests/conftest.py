@@ -35,3 +35,37 @@ def require_llama_cpp() -> None:
         import llama_cpp  # noqa: F401
     else:
         pytest.importorskip("llama_cpp", reason="install the local extra: scripts/bootstrap")
+
+
+TEST_DATABASE_URL = os.environ.get("THREADLINE_TEST_DATABASE_URL",
+                                   "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture
+def empty_postgres_url() -> Iterator[str]:
+    """A connection string to an empty schema of its own on the test server, dropped
+    afterwards. Skips without a server, except where the suite promises PostgreSQL runs
+    (scripts/test sets THREADLINE_REQUIRE_POSTGRES=1): there, its absence is a failure."""
+    psycopg = pytest.importorskip("psycopg", reason="install the postgres extra")
+    try:
+        admin = psycopg.connect(TEST_DATABASE_URL, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError:
+        if os.environ.get("THREADLINE_REQUIRE_POSTGRES") == "1":
+            raise
+        pytest.skip(f"no PostgreSQL at {TEST_DATABASE_URL}")
+    name = f"t_{os.urandom(6).hex()}"
+    with admin:
+        admin.execute(f"CREATE SCHEMA {name}")
+        try:
+            yield f"{TEST_DATABASE_URL}?options=-csearch_path%3D{name}"
+        finally:
+            admin.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+@pytest.fixture
+def postgres_url(empty_postgres_url: str) -> str:
+    """:func:`empty_postgres_url`, migrated to the current schema."""
+    from threadline.stores.postgres import migrate
+
+    migrate(empty_postgres_url)
+    return empty_postgres_url

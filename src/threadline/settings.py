@@ -42,6 +42,7 @@ class Settings:
     threads: int | None = None  # None: every core the process may use
     system_prompt: str | None = None
     time_in_context: bool = False  # the current time, in the tail of every turn
+    database_url: str | None = None  # PostgreSQL; None: the SQLite file under home
 
     @property
     def db_path(self) -> Path:
@@ -67,6 +68,8 @@ class Settings:
             settings = settings.with_(threads=_positive_int("THREADLINE_THREADS", value))
         if value := environ.get("THREADLINE_SYSTEM_PROMPT"):
             settings = settings.with_(system_prompt=value)
+        if value := environ.get("THREADLINE_DATABASE_URL"):
+            settings = settings.with_(database_url=value)
         if value := environ.get("THREADLINE_TIME_IN_CONTEXT"):
             settings = settings.with_(time_in_context=value.lower() in ("1", "true", "yes"))
         return settings

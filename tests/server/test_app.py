@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -17,11 +18,12 @@ from fastapi.testclient import TestClient
 from threadline.engine import Engine
 from threadline.models.scripted import ScriptedModel
 from threadline.server.app import create_app
+from threadline.stores.base import Store
 from threadline.stores.sqlite import SQLiteStore
 
 
 @pytest.fixture
-def client(store: SQLiteStore) -> TestClient:
+def client(store: Store) -> TestClient:
     return TestClient(create_app(Engine(store, ScriptedModel())))
 
 
@@ -53,7 +55,7 @@ def test_a_conversation_over_http(client: TestClient) -> None:
 
 
 def test_a_retried_send_returns_the_first_result(client: TestClient,
-                                                 store: SQLiteStore) -> None:
+                                                 store: Store) -> None:
     cid = _new(client)
     body = {"text": "Book it", "client_msg_id": "msg-1"}
     first = client.post(f"/v1/conversations/{cid}/messages", json=body).json()
@@ -72,7 +74,7 @@ def _parse(body: str) -> list[tuple[str, str | None, dict]]:
 
 
 def test_a_streamed_reply_arrives_as_server_sent_events(client: TestClient,
-                                                        store: SQLiteStore) -> None:
+                                                        store: Store) -> None:
     cid = _new(client)
     with client.stream("POST", f"/v1/conversations/{cid}/messages",
                        json={"text": "Stream this", "stream": True}) as response:
@@ -90,9 +92,9 @@ def test_a_streamed_reply_arrives_as_server_sent_events(client: TestClient,
 
 
 def test_a_dropped_stream_resumes_elsewhere_without_running_the_model_again(
-        tmp_path: Path) -> None:
+        make_store: Callable[[], Store]) -> None:
     model = ScriptedModel(token_delay_s=0.01)
-    first = TestClient(create_app(Engine(SQLiteStore(tmp_path / "t.db"), model)))
+    first = TestClient(create_app(Engine(make_store(), model)))
     cid = _new(first)
     reply = " ".join(f"w{n}" for n in range(80))
     model.enqueue(reply)
@@ -109,7 +111,7 @@ def test_a_dropped_stream_resumes_elsewhere_without_running_the_model_again(
                     break
     assert last_id is not None
     gid = last_id.split(":")[0]
-    replica = TestClient(create_app(Engine(SQLiteStore(tmp_path / "t.db"), ScriptedModel())))
+    replica = TestClient(create_app(Engine(make_store(), ScriptedModel())))
     resumed = replica.get(f"/v1/generations/{gid}/events",
                           headers={"Last-Event-ID": last_id})
     assert resumed.status_code == 200
@@ -141,7 +143,7 @@ def test_resuming_refuses_what_it_cannot_serve(client: TestClient) -> None:
     ("/v1/conversations/{cid}/fork", {"from_seq": 99}, 404, "UnknownItem"),
 ])
 def test_errors_are_json_with_the_right_status_and_change_nothing(
-        client: TestClient, store: SQLiteStore, path: str, body: dict, status: int,
+        client: TestClient, store: Store, path: str, body: dict, status: int,
         kind: str) -> None:
     cid = _new(client)
     before = store.history(cid)
@@ -197,7 +199,7 @@ def test_threadline_serve_is_a_real_http_server(tmp_path: Path) -> None:
         store.close()
 
 
-def test_a_busy_conversation_answers_409_with_retry_after(store: SQLiteStore) -> None:
+def test_a_busy_conversation_answers_409_with_retry_after(store: Store) -> None:
     import threading
 
     model = ScriptedModel(token_delay_s=0.02)

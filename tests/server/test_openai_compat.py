@@ -10,17 +10,17 @@ from openai import BadRequestError, NotFoundError, OpenAI
 from threadline.engine import Engine
 from threadline.models.scripted import ScriptedModel
 from threadline.server.app import create_app
-from threadline.stores.sqlite import SQLiteStore
+from threadline.stores.base import Store
 
 
 @pytest.fixture
-def sdk(store: SQLiteStore) -> OpenAI:
+def sdk(store: Store) -> OpenAI:
     http = TestClient(create_app(Engine(store, ScriptedModel())))
     return OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=http,
                   max_retries=0)
 
 
-def test_the_server_keeps_the_history(sdk: OpenAI, store: SQLiteStore) -> None:
+def test_the_server_keeps_the_history(sdk: OpenAI, store: Store) -> None:
     raw = sdk.chat.completions.with_raw_response.create(
         model="any", messages=[{"role": "system", "content": "You are terse."},
                                {"role": "user", "content": "My name is Ada."}])
@@ -40,7 +40,7 @@ def test_the_server_keeps_the_history(sdk: OpenAI, store: SQLiteStore) -> None:
     assert second.id == f"chatcmpl-{calls[-1].id}"
 
 
-def test_streaming_and_idempotent_retries(sdk: OpenAI, store: SQLiteStore) -> None:
+def test_streaming_and_idempotent_retries(sdk: OpenAI, store: Store) -> None:
     stream = sdk.chat.completions.create(model="any", stream=True,
                                          messages=[{"role": "user", "content": "Stream it"}])
     chunks = list(stream)
@@ -59,7 +59,7 @@ def test_streaming_and_idempotent_retries(sdk: OpenAI, store: SQLiteStore) -> No
 
 
 def test_refusals_reach_the_sdk_as_errors_and_change_nothing(sdk: OpenAI,
-                                                             store: SQLiteStore) -> None:
+                                                             store: Store) -> None:
     with pytest.raises(NotFoundError):
         sdk.chat.completions.create(model="any", metadata={"conversation_id": "c_missing"},
                                     messages=[{"role": "user", "content": "hi"}])

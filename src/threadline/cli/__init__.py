@@ -18,6 +18,7 @@ from threadline.cli.chat import chat
 from threadline.cli.compaction import compact, constraints, context, state
 from threadline.cli.conversations import conversations
 from threadline.cli.cost import cost
+from threadline.cli.db import db
 from threadline.cli.importer import import_
 from threadline.cli.serve import serve
 from threadline.errors import ThreadlineError
@@ -38,13 +39,18 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path),
               help="Data directory. Default: $THREADLINE_HOME, else the user data directory.")
+@click.option("--database-url", metavar="URL",
+              help="PostgreSQL connection string (postgresql://user@host/db). "
+                   "Default: $THREADLINE_DATABASE_URL, else SQLite under the data directory.")
 @click.version_option(__version__, prog_name="threadline")
 @click.pass_context
-def cli(ctx: click.Context, home: Path | None) -> None:
+def cli(ctx: click.Context, home: Path | None, database_url: str | None) -> None:
     """Durable, prompt-cache-aware multi-turn conversations."""
     settings = Settings.from_env()
     if home is not None:
         settings = settings.with_(home=home)
+    if database_url is not None:
+        settings = settings.with_(database_url=database_url)
     ctx.obj = Context(settings)
 
 
@@ -59,6 +65,7 @@ cli.add_command(compact)
 cli.add_command(constraints)
 cli.add_command(state)
 cli.add_command(serve)
+cli.add_command(db)
 
 
 def main(argv: list[str] | None = None) -> None:

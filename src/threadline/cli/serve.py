@@ -25,5 +25,5 @@ def serve(ctx: Context, host: str, port: int, model_name: str | None) -> None:
         raise InputError(f"the HTTP service needs the server extra ({err.name} is missing)",
                          hint="pip install 'threadline[server]'") from err
     engine = ctx.engine(ctx.model(model_name))  # a missing model fails before listening
-    click.echo(f"threadline serving {ctx.settings.db_path} on http://{host}:{port}", err=True)
+    click.echo(f"threadline serving {ctx.store().path} on http://{host}:{port}", err=True)
     uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")

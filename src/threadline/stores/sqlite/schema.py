@@ -7,38 +7,33 @@ touched after it is known to be a threadline database (or empty) of a schema thi
 
 from __future__ import annotations
 
-import re
 import sqlite3
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from threadline.errors import NotAThreadlineDatabase, SchemaTooNew
 from threadline.items import format_time, utc_now
+from threadline.stores.migrations import Migration, SchemaStatus, load
 
 APPLICATION_ID = 0x54484C4E  # "THLN", in the SQLite header so `file` and tools can tell
 SQLITE_HEADER = b"SQLite format 3\x00"
-_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
 
 
 def migrations() -> list[Migration]:
     """The numbered migrations shipped with this package, in order."""
-    found = []
-    for entry in resources.files("threadline.stores.sqlite").joinpath("migrations").iterdir():
-        match = _NAME.match(entry.name)
-        if match:
-            found.append(Migration(int(match[1]), match[2], entry.read_text("utf-8")))
-    found.sort(key=lambda m: m.version)
-    if [m.version for m in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migrations are not numbered 1..n: {[m.version for m in found]}")
-    return found
+    return load("threadline.stores.sqlite")
+
+
+def status(path: Path) -> SchemaStatus:
+    """The file's schema version, read without changing it (0 for no file yet)."""
+    version = 0
+    if path.exists():
+        check_file(path)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            version = current_version(conn, path)
+        finally:
+            conn.close()
+    return SchemaStatus("sqlite", str(path), version, len(migrations()))
 
 
 def check_file(path: Path) -> None:

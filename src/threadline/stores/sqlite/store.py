@@ -2,81 +2,42 @@
 
 One connection per store, serialised by a lock; every commit is one ``BEGIN IMMEDIATE``
 transaction, so concurrent writers (threads or processes) queue on SQLite's write lock and the
-version check inside the transaction sees the latest head.
+version check inside the transaction sees the latest head. The log itself is
+:class:`~threadline.stores.relational.RelationalStore`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
-from threadline.errors import (
-    ClientMessageConflict,
-    InputError,
-    StoreError,
-    StoreReadOnly,
-    TurnSuperseded,
-    UnknownBranch,
-    UnknownCall,
-    UnknownConversation,
-    UnknownItem,
-)
-from threadline.items import (
-    Branch,
-    Conversation,
-    Item,
-    ItemKind,
-    canonical_json,
-    chain_hash_json,
-    format_time,
-    parse_time,
-)
+from threadline.errors import StoreError, StoreReadOnly
 from threadline.settings import Durability
-from threadline.stores import delta
-from threadline.stores.base import (
-    MAIN,
-    Commit,
-    CommitResult,
-    ConversationSummary,
-    Generation,
-    Lease,
-)
+from threadline.stores.relational import Execute, RelationalStore, Violation
 from threadline.stores.sqlite.schema import check_file, current_version, migrate
 
 _SYNCHRONOUS = {Durability.FULL: "FULL", Durability.NORMAL: "NORMAL", Durability.OFF: "OFF"}
-_ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
-                 "created_at, client_msg_id")
-_CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
-                 "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
-                 "started_at, error, prefix_report, purpose")
-_NO_LIMIT = 2**62
-_REMEMBERED_BRANCHES = 32
-_REMEMBERED_BYTES = 64 * 2**20  # roughly: a few very long conversations, many short ones
 
 
-class SQLiteStore:
+class SQLiteStore(RelationalStore):
     """A :class:`~threadline.stores.base.Store` over one SQLite file."""
+
+    CALL_ORDER = "rowid"
+    LOCK_CONVERSATION = "SELECT 1 FROM conversations WHERE id = ?"  # BEGIN IMMEDIATE holds all
+    INTEGRITY_ERRORS = (sqlite3.IntegrityError,)
 
     def __init__(self, path: str | os.PathLike[str], *,
                  durability: Durability = Durability.FULL, busy_timeout_s: float = 30.0) -> None:
+        super().__init__()
         file = Path(path)
         self.path = str(file)
         self.durability = durability
         self._lock = threading.RLock()
-        # the newest full request per (conversation, branch), and each branch's lineage
-        self._requests: OrderedDict[tuple[str, str], tuple[str, SentRequest]] = OrderedDict()
-        self._lineages: dict[tuple[str, str], list[tuple[str, int]]] = {}
-        self._new_lineages: dict[tuple[str, str], list[tuple[str, int]]] = {}  # uncommitted
         check_file(file)
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
@@ -108,403 +69,39 @@ class SQLiteStore:
         with self._lock:
             self._conn.close()
 
-    # -- transactions -------------------------------------------------------------------
+    # -- connections ---------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _begin(self) -> Iterator[Execute]:
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as err:
                 raise _store_error(self.path, err) from err
-            self._new_lineages.clear()
             try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-                self._lineages.update(self._new_lineages)  # only what is now committed
-            except BaseException as exc:
-                self._conn.execute("ROLLBACK")
-                self._new_lineages.clear()
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise _store_error(self.path, exc) from exc
+                yield self._execute
+                self._execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    @contextmanager
+    def _connect(self) -> Iterator[Execute]:
         with self._lock:
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as err:
-                raise _store_error(self.path, err) from err
+            yield self._execute
 
-    # -- writes --------------------------------------------------------------------------
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.OperationalError as err:
+            raise _store_error(self.path, err) from err
 
-    def commit(self, commit: Commit) -> CommitResult:
-        created = format_time(commit.created_at)
-        with self._transaction() as db:
-            new_branch = None
-            if commit.create is not None:
-                spec = commit.create
-                if db.execute("SELECT 1 FROM conversations WHERE id = ?", (spec.id,)).fetchone():
-                    raise InputError(f"a conversation with id {spec.id!r} already exists")
-                db.execute("INSERT INTO conversations (id, created_at, title, system, metadata)"
-                           " VALUES (?, ?, ?, ?, ?)", (spec.id, created, spec.title, spec.system,
-                                                       canonical_json(dict(spec.metadata))))
-                db.execute("INSERT INTO branches (conversation_id, name, created_at) "
-                           "VALUES (?, ?, ?)", (spec.id, MAIN, created))
-            if commit.fork is not None:
-                new_branch = self._insert_branch(db, commit, created)
-            last_seq, head = self._write_position(db, commit.conversation_id, commit.branch)
-            head_seq = None if head is None else head[0]
-            if commit.check_head and head_seq != commit.expected_head:
-                raise TurnSuperseded(commit.conversation_id, commit.branch,
-                                     commit.expected_head, head_seq)
-            try:
-                items = self._append_items(db, commit, last_seq + 1, head, created)
-                call = None
-                if commit.call is not None:
-                    reply_seq = None
-                    if commit.call_reply_index is not None:
-                        reply_seq = items[commit.call_reply_index].seq
-                    call = self._insert_call(db, commit.call, reply_seq)
-            except sqlite3.IntegrityError as err:
-                if "FOREIGN KEY" in str(err):  # deleted by another handle meanwhile
-                    raise UnknownConversation(commit.conversation_id) from err
-                raise
-        if call is not None and call.request is not None and call.purpose == "turn":
-            self._remember(call, call.request)  # the next turn's request is stored against it
-        return CommitResult(items=items, call=call, branch=new_branch)
-
-    def _insert_branch(self, db: sqlite3.Connection, commit: Commit, created: str) -> Branch:
-        assert commit.fork is not None
-        fork = commit.fork
-        if not fork.name or fork.name != fork.name.strip() or len(fork.name) > 64:
-            raise InputError(f"invalid branch name {fork.name!r}: use 1-64 characters, "
-                             "no surrounding spaces")
-        if db.execute("SELECT 1 FROM branches WHERE conversation_id = ? AND name = ?",
-                      (commit.conversation_id, fork.name)).fetchone():
-            raise InputError(f"conversation {commit.conversation_id} already has a branch "
-                             f"named {fork.name!r}", hint="choose another name")
-        parent = None
-        if fork.from_seq is not None:
-            row = db.execute("SELECT branch FROM items WHERE conversation_id = ? AND seq = ?",
-                             (commit.conversation_id, fork.from_seq)).fetchone()
-            if row is None:
-                raise UnknownItem(commit.conversation_id, fork.from_seq)
-            parent = row[0]
-        db.execute("INSERT INTO branches (conversation_id, name, parent, fork_seq, created_at) "
-                   "VALUES (?, ?, ?, ?, ?)",
-                   (commit.conversation_id, fork.name, parent, fork.from_seq, created))
-        return Branch(commit.conversation_id, fork.name, parse_time(created), parent,
-                      fork.from_seq)
-
-    def _append_items(self, db: sqlite3.Connection, commit: Commit, next_seq: int,
-                      head: tuple[int, str, int] | None, created: str) -> list[Item]:
-        parent_seq, parent_hash, turn = (None, None, 0) if head is None else head
-        moment = parse_time(created)
-        out = []
-        for new in commit.items:
-            turn = turn + 1 if new.kind is ItemKind.USER else turn
-            digest = chain_hash_json(parent_hash, new.kind, new.content_json)
-            try:
-                db.execute(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                           (commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
-                            str(new.kind), new.content_json, digest, created,
-                            new.client_msg_id))
-            except sqlite3.IntegrityError as err:
-                if new.client_msg_id and "client_msg_id" in str(err):
-                    raise ClientMessageConflict(new.client_msg_id, "another message") from err
-                raise
-            out.append(Item(commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
-                            new.kind, new.content, digest, moment, new.client_msg_id))
-            parent_seq, parent_hash = next_seq, digest
-            next_seq += 1
-        return out
-
-    def _insert_call(self, db: sqlite3.Connection, call: ModelCall,
-                     reply_seq: int | None) -> ModelCall:
-        assert call.request is not None, "a recorded call carries its request"
-        # any earlier call of the conversation is a correct base; the newest one on the branch
-        # is usually the best, and this handle usually still holds it
-        remembered = self._requests.get((call.conversation_id, call.branch))
-        base_id: str | None
-        base: SentRequest | None
-        if remembered is not None:
-            base_id, base = remembered
-        else:
-            base_id = self._base_call(db, call.conversation_id, call.branch)
-            base = None if base_id is None else self._request(db, base_id)
-        encoded = delta.encode(call.request, base)
-        if base is not None and not any(isinstance(encoded[f], dict) and encoded[f]["keep"]
-                                        for f in ("messages", "prompt", "tokens")):
-            base_id = None  # nothing shared: store it whole, with no chain behind it
-        db.execute(
-            "INSERT INTO model_calls (id, conversation_id, branch, turn, head_seq, reply_seq, "
-            "status, model, base_call_id, request_delta, response, prompt_tokens, cached_tokens,"
-            " completion_tokens, ttft_ms, total_ms, error, started_at, prefix_report, purpose) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (call.id, call.conversation_id, call.branch, call.turn, call.head_seq, reply_seq,
-             str(call.status), call.model, base_id, canonical_json(encoded),
-             canonical_json(dict(call.response)), call.usage.prompt_tokens,
-             call.usage.cached_tokens, call.usage.completion_tokens, call.timings.ttft_ms,
-             call.timings.total_ms, call.error, format_time(call.started_at),
-             None if call.prefix is None else canonical_json(dict(call.prefix)), call.purpose))
-        return replace(call, reply_seq=reply_seq)
-
-    def _base_call(self, db: sqlite3.Connection, conversation_id: str,
-                   branch: str) -> str | None:
-        """The call a new request is stored against: the branch's last, else the
-        conversation's last (a fork's first call usually shares its parent's prefix)."""
-        row = db.execute("SELECT id FROM model_calls WHERE conversation_id = ? AND branch = ? "
-                         "AND purpose = 'turn' ORDER BY rowid DESC LIMIT 1",
-                         (conversation_id, branch)).fetchone()
-        if row is None:
-            row = db.execute("SELECT id FROM model_calls WHERE conversation_id = ? "
-                             "ORDER BY rowid DESC LIMIT 1", (conversation_id,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def _request(self, db: sqlite3.Connection, call_id: str) -> SentRequest:
-        for cached_id, request in self._requests.values():
-            if cached_id == call_id:
-                return request
-        rows = db.execute(
-            "WITH RECURSIVE chain (id, base, delta) AS ("
-            " SELECT id, base_call_id, request_delta FROM model_calls WHERE id = ?"
-            " UNION ALL SELECT m.id, m.base_call_id, m.request_delta"
-            " FROM model_calls m JOIN chain ON m.id = chain.base)"
-            " SELECT delta FROM chain", (call_id,)).fetchall()
-        if not rows:
-            raise UnknownCall(call_id)
-        return delta.decode([json.loads(row[0]) for row in rows])
-
-    def _remember(self, call: ModelCall, request: SentRequest) -> None:
-        """Keep the newest request of each recently used branch: the next call on that branch
-        is encoded against it without decoding the chain."""
-        key = (call.conversation_id, call.branch)
-        self._requests[key] = (call.id, request)
-        self._requests.move_to_end(key)
-        while len(self._requests) > 1 and (
-                len(self._requests) > _REMEMBERED_BRANCHES
-                or sum(_size(r) for _, r in self._requests.values()) > _REMEMBERED_BYTES):
-            self._requests.popitem(last=False)
-
-    # -- generations -----------------------------------------------------------------------
-
-    def save_generation(self, generation: Generation, at: datetime) -> None:
-        result = None if generation.result is None else canonical_json(dict(generation.result))
-        with self._transaction() as db:
-            try:
-                db.execute("INSERT INTO generations (id, conversation_id, text, done, result, "
-                           "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
-                           "SET text = excluded.text, done = excluded.done, "
-                           "result = excluded.result, updated_at = excluded.updated_at",
-                           (generation.id, generation.conversation_id, generation.text,
-                            int(generation.done), result, format_time(at)))
-            except sqlite3.IntegrityError as err:
-                raise UnknownConversation(generation.conversation_id) from err
-
-    def generation(self, generation_id: str) -> Generation | None:
-        rows = self._read("SELECT id, conversation_id, text, done, result FROM generations "
-                          "WHERE id = ?", (generation_id,))
-        if not rows:
-            return None
-        row = rows[0]
-        return Generation(row[0], row[1], row[2], bool(row[3]),
-                          None if row[4] is None else json.loads(row[4]))
-
-    # -- leases ----------------------------------------------------------------------------
-
-    def lease(self, conversation_id: str, holder: str, ttl_s: float, now: float) -> Lease:
-        with self._transaction() as db:
-            row = db.execute("SELECT holder, expires_at, cancel FROM leases WHERE "
-                             "conversation_id = ?", (conversation_id,)).fetchone()
-            if row is not None and row[0] != holder and row[1] > now:
-                return Lease(False, row[0], row[1], bool(row[2]))
-            cancel = bool(row[2]) if row is not None and row[0] == holder else False
-            try:
-                db.execute("INSERT INTO leases (conversation_id, holder, expires_at, cancel) "
-                           "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
-                           "holder = excluded.holder, expires_at = excluded.expires_at, "
-                           "cancel = excluded.cancel",
-                           (conversation_id, holder, now + ttl_s, int(cancel)))
-            except sqlite3.IntegrityError as err:
-                raise UnknownConversation(conversation_id) from err
-            return Lease(True, holder, now + ttl_s, cancel)
-
-    def release_lease(self, conversation_id: str, holder: str) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM leases WHERE conversation_id = ? AND holder = ?",
-                       (conversation_id, holder))
-
-    def request_cancel(self, conversation_id: str, now: float) -> bool:
-        with self._transaction() as db:
-            return db.execute("UPDATE leases SET cancel = 1 WHERE conversation_id = ? AND "
-                              "expires_at > ?", (conversation_id, now)).rowcount > 0
-
-    def delete_conversation(self, conversation_id: str) -> None:
-        with self._transaction() as db:
-            if db.execute("DELETE FROM conversations WHERE id = ?",
-                          (conversation_id,)).rowcount == 0:
-                raise UnknownConversation(conversation_id)
-        for key in [k for k in self._requests if k[0] == conversation_id]:
-            del self._requests[key]
-        for key in [k for k in self._lineages if k[0] == conversation_id]:
-            del self._lineages[key]
-
-    # -- reads ---------------------------------------------------------------------------
-
-    def conversation(self, conversation_id: str) -> Conversation:
-        rows = self._read("SELECT id, created_at, title, system, metadata FROM conversations "
-                          "WHERE id = ?", (conversation_id,))
-        if not rows:
-            raise UnknownConversation(conversation_id)
-        return _conversation(rows[0])
-
-    def conversations(self, *, limit: int | None = None) -> list[ConversationSummary]:
-        return self._summaries("", (), -1 if limit is None else limit)
-
-    def summary(self, conversation_id: str) -> ConversationSummary:
-        found = self._summaries("WHERE c.id = ?", (conversation_id,), 1)
-        if not found:
-            raise UnknownConversation(conversation_id)
-        return found[0]
-
-    def _summaries(self, where: str, params: tuple[Any, ...],
-                   limit: int) -> list[ConversationSummary]:
-        rows = self._read(
-            "SELECT c.id, c.created_at, c.title, c.system, c.metadata,"
-            " (SELECT count(*) FROM items i WHERE i.conversation_id = c.id),"
-            " (SELECT coalesce(max(turn), 0) FROM items i WHERE i.conversation_id = c.id),"
-            " (SELECT count(*) FROM branches b WHERE b.conversation_id = c.id),"
-            " (SELECT count(*) FROM model_calls m WHERE m.conversation_id = c.id),"
-            " coalesce((SELECT max(created_at) FROM items i WHERE i.conversation_id = c.id),"
-            "          c.created_at) AS updated,"
-            " (SELECT content FROM items i WHERE i.conversation_id = c.id"
-            "  AND kind = 'user_message' ORDER BY seq LIMIT 1)"
-            f" FROM conversations c {where} ORDER BY updated DESC, c.id DESC LIMIT ?",
-            (*params, limit))
-        return [ConversationSummary(
-            conversation=_conversation(row[:5]), items=row[5], turns=row[6], branches=row[7],
-            calls=row[8], updated_at=parse_time(row[9]),
-            first_message=None if row[10] is None else json.loads(row[10]).get("text"))
-            for row in rows]
-
-    def branches(self, conversation_id: str) -> list[Branch]:
-        rows = self._read("SELECT name, created_at, parent, fork_seq FROM branches "
-                          "WHERE conversation_id = ? ORDER BY created_at, name",
-                          (conversation_id,))
-        if not rows:
-            self.conversation(conversation_id)  # raises UnknownConversation
-        return [Branch(conversation_id, r[0], parse_time(r[1]), r[2], r[3]) for r in rows]
-
-    def head(self, conversation_id: str, branch: str = MAIN) -> Item | None:
-        with self._lock:
-            return self._head(self._conn, conversation_id, branch)
-
-    def _write_position(self, db: sqlite3.Connection, conversation_id: str,
-                        branch: str) -> tuple[int, tuple[int, str, int] | None]:
-        """The conversation's last seq and the branch head's (seq, hash, turn), read in one
-        statement when the branch has items of its own (the common case)."""
-        lineage = self._lineage(db, conversation_id, branch)
-        name, limit = lineage[0]
-        row = db.execute(
-            "SELECT (SELECT coalesce(max(seq), 0) FROM items WHERE conversation_id = ?1),"
-            " h.seq, h.hash, h.turn FROM (SELECT 1) LEFT JOIN (SELECT seq, hash, turn FROM items"
-            " WHERE conversation_id = ?1 AND branch = ?2 AND seq <= ?3"
-            " ORDER BY seq DESC LIMIT 1) AS h", (conversation_id, name, limit)).fetchone()
-        if row[1] is not None:
-            return int(row[0]), (int(row[1]), str(row[2]), int(row[3]))
-        head = self._head(db, conversation_id, branch)  # a fresh fork: look in its ancestors
-        return int(row[0]), None if head is None else (head.seq, head.hash, head.turn)
-
-    def _head(self, db: sqlite3.Connection, conversation_id: str, branch: str) -> Item | None:
-        """The newest item on the branch or, for a fresh fork, on its ancestors."""
-        for name, limit in self._lineage(db, conversation_id, branch):
-            row = db.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND "
-                             "branch = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
-                             (conversation_id, name, limit)).fetchone()
-            if row is not None:
-                return _item(row)
-        return None
-
-    def _lineage(self, db: sqlite3.Connection, conversation_id: str,
-                 branch: str) -> list[tuple[str, int]]:
-        """The branch and its ancestors, each with the last seq it contributes. A branch never
-        changes once created, so this is cached until the conversation is deleted."""
-        cached = self._lineages.get((conversation_id, branch))
-        if cached is None and db.in_transaction:
-            cached = self._new_lineages.get((conversation_id, branch))
-        if cached is not None:
-            return cached
-        parents = {r[0]: (r[1], r[2]) for r in db.execute(
-            "SELECT name, parent, fork_seq FROM branches WHERE conversation_id = ?",
-            (conversation_id,))}
-        if branch not in parents:
-            if not parents:
-                raise UnknownConversation(conversation_id)
-            raise UnknownBranch(conversation_id, branch)
-        lineage, name, limit = [], branch, _NO_LIMIT
-        while name is not None:
-            lineage.append((name, limit))
-            parent, fork_seq = parents[name]
-            name, limit = parent, fork_seq
-        target = self._new_lineages if db.in_transaction else self._lineages
-        target[(conversation_id, branch)] = lineage
-        return lineage
-
-    def history(self, conversation_id: str, branch: str = MAIN) -> list[Item]:
-        with self._lock:
-            lineage = self._lineage(self._conn, conversation_id, branch)
-            where = " OR ".join("(branch = ? AND seq <= ?)" for _ in lineage)
-            params: list[Any] = [conversation_id]
-            for name, limit in lineage:
-                params += [name, limit]
-            rows = self._conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE "
-                                      f"conversation_id = ? AND ({where}) ORDER BY seq",
-                                      params).fetchall()
-        return [_item(row) for row in rows]
-
-    def item(self, conversation_id: str, seq: int) -> Item:
-        rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
-                          "AND seq = ?", (conversation_id, seq))
-        if not rows:
-            self.conversation(conversation_id)
-            raise UnknownItem(conversation_id, seq)
-        return _item(rows[0])
-
-    def find_client_message(self, client_msg_id: str) -> Item | None:
-        rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE client_msg_id = ?",
-                          (client_msg_id,))
-        return _item(rows[0]) if rows else None
-
-    def call(self, call_id: str) -> ModelCall:
-        rows = self._read(f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE id = ?", (call_id,))
-        if not rows:
-            raise UnknownCall(call_id)
-        with self._lock:
-            request = self._request(self._conn, call_id)
-        return _call(rows[0], request)
-
-    def last_call(self, conversation_id: str, branch: str | None = None) -> ModelCall | None:
-        sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ? " \
-            "AND purpose = 'turn'"
-        params: list[Any] = [conversation_id]
-        if branch is not None:
-            sql += " AND branch = ?"
-            params.append(branch)
-        rows = self._read(sql + " ORDER BY rowid DESC LIMIT 1", params)
-        if not rows:
-            return None
-        with self._lock:
-            return _call(rows[0], self._request(self._conn, rows[0][0]))
-
-    def calls(self, conversation_id: str, *, branch: str | None = None) -> list[ModelCall]:
-        self.conversation(conversation_id)
-        sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ?"
-        params: list[Any] = [conversation_id]
-        if branch is not None:
-            sql += " AND branch = ?"
-            params.append(branch)
-        return [_call(row, None) for row in self._read(sql + " ORDER BY rowid", params)]
+    def _violation(self, err: Exception) -> Violation:
+        text = str(err)
+        if "client_msg_id" in text:
+            return "client_msg_id"
+        return "foreign_key" if "FOREIGN KEY" in text else "other"
 
 
 def _store_error(path: str, err: sqlite3.OperationalError) -> Exception:
@@ -515,32 +112,3 @@ def _store_error(path: str, err: sqlite3.OperationalError) -> Exception:
         return StoreError(f"{path} stayed locked by another writer ({text})",
                           hint="retry; if it persists, look for a stuck threadline process")
     return StoreError(f"{path}: {text}")
-
-
-def _size(request: SentRequest) -> int:
-    """A rough memory estimate: the prompt, plus a few hundred bytes per message and token."""
-    rendering = request.rendering
-    if rendering is None:
-        return 300 * len(request.messages)
-    return rendering.chars + 300 * len(request.messages) + 30 * (rendering.n_tokens or 0)
-
-
-def _conversation(row: Sequence[Any]) -> Conversation:
-    return Conversation(id=row[0], created_at=parse_time(row[1]), title=row[2], system=row[3],
-                        metadata=json.loads(row[4]))
-
-
-def _item(row: Sequence[Any]) -> Item:
-    return Item(conversation_id=row[0], seq=row[1], branch=row[2], parent_seq=row[3],
-                turn=row[4], kind=ItemKind(row[5]), content=json.loads(row[6]), hash=row[7],
-                created_at=parse_time(row[8]), client_msg_id=row[9])
-
-
-def _call(row: Sequence[Any], request: SentRequest | None) -> ModelCall:
-    return ModelCall(
-        id=row[0], conversation_id=row[1], branch=row[2], turn=row[3], head_seq=row[4],
-        reply_seq=row[5], status=CallStatus(row[6]), model=row[7], request=request,
-        response=json.loads(row[8]),
-        usage=Usage(prompt_tokens=row[9], cached_tokens=row[10], completion_tokens=row[11]),
-        timings=Timings(ttft_ms=row[12], total_ms=row[13]), started_at=parse_time(row[14]),
-        error=row[15], prefix=None if row[16] is None else json.loads(row[16]), purpose=row[17])

@@ -1,0 +1,557 @@
+"""The conversation log over SQL, shared by the SQLite and PostgreSQL stores.
+
+Everything a :class:`~threadline.stores.base.Store` does is written here once, in the SQL both
+databases understand (``?`` placeholders; the PostgreSQL store rewrites them). A backend
+supplies only how to open a transaction or a read, which column orders calls, how a
+conversation is locked for a commit, and which constraint an integrity error broke.
+
+A commit locks its conversation first (SQLite's ``BEGIN IMMEDIATE`` already holds the whole
+database; PostgreSQL takes the conversation row ``FOR UPDATE``), so the version check and the
+next seq are read by the only writer of that conversation.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal, Protocol
+
+from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
+from threadline.errors import (
+    ClientMessageConflict,
+    InputError,
+    TurnSuperseded,
+    UnknownBranch,
+    UnknownCall,
+    UnknownConversation,
+    UnknownItem,
+)
+from threadline.items import (
+    Branch,
+    Conversation,
+    Item,
+    ItemKind,
+    canonical_json,
+    chain_hash_json,
+    format_time,
+    parse_time,
+)
+from threadline.stores import delta
+from threadline.stores.base import (
+    MAIN,
+    Commit,
+    CommitResult,
+    ConversationSummary,
+    Generation,
+    Lease,
+)
+
+_ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
+                 "created_at, client_msg_id")
+_CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
+                 "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
+                 "started_at, error, prefix_report, purpose")
+_NO_LIMIT = 2**62
+_REMEMBERED_BRANCHES = 32
+_REMEMBERED_BYTES = 64 * 2**20  # roughly: a few very long conversations, many short ones
+
+Violation = Literal["client_msg_id", "foreign_key", "other"]
+Lineage = list[tuple[str, int]]
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+Execute = Callable[[str, Sequence[Any]], Cursor]
+
+
+@dataclass
+class Session:
+    """One connection's statements: a transaction's, or a read's."""
+
+    execute: Execute
+    writing: bool
+    new_lineages: dict[tuple[str, str], Lineage] = field(default_factory=dict)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self.execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self.execute(sql, params).rowcount
+
+
+class RelationalStore:
+    """The Store protocol over SQL; subclasses connect it to a database."""
+
+    path: str
+    CALL_ORDER: ClassVar[str]          # the column that orders calls as they were recorded
+    LOCK_CONVERSATION: ClassVar[str]   # the statement that makes a commit its conversation's
+    INTEGRITY_ERRORS: ClassVar[tuple[type[Exception], ...]]
+
+    def __init__(self) -> None:
+        self._cache_lock = threading.Lock()
+        # the newest full request per (conversation, branch), and each branch's lineage
+        self._requests: OrderedDict[tuple[str, str], tuple[str, SentRequest]] = OrderedDict()
+        self._lineages: dict[tuple[str, str], Lineage] = {}
+
+    # -- what a backend provides -----------------------------------------------------------
+
+    def _begin(self) -> AbstractContextManager[Execute]:
+        """A transaction: commits when the block ends, rolls back if it raises."""
+        raise NotImplementedError
+
+    def _connect(self) -> AbstractContextManager[Execute]:
+        """A connection for reads."""
+        raise NotImplementedError
+
+    def _violation(self, err: Exception) -> Violation:
+        """Which constraint an integrity error broke."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # -- sessions --------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
+        with self._begin() as execute:
+            session = Session(execute, writing=True)
+            yield session
+        with self._cache_lock:
+            self._lineages.update(session.new_lineages)  # only what is now committed
+
+    @contextmanager
+    def _reading(self) -> Iterator[Session]:
+        with self._connect() as execute:
+            yield Session(execute, writing=False)
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._reading() as db:
+            return db.all(sql, params)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def commit(self, commit: Commit) -> CommitResult:
+        created = format_time(commit.created_at)
+        cid = commit.conversation_id
+        with self._transaction() as db:
+            new_branch = None
+            if commit.create is not None:
+                spec = commit.create
+                if db.one("SELECT 1 FROM conversations WHERE id = ?", (spec.id,)):
+                    raise InputError(f"a conversation with id {spec.id!r} already exists")
+                try:
+                    db.run("INSERT INTO conversations (id, created_at, title, system, metadata)"
+                           " VALUES (?, ?, ?, ?, ?)", (spec.id, created, spec.title, spec.system,
+                                                       canonical_json(dict(spec.metadata))))
+                except self.INTEGRITY_ERRORS as err:  # created by another writer meanwhile
+                    raise InputError(f"a conversation with id {spec.id!r} already exists"
+                                     ) from err
+                db.run("INSERT INTO branches (conversation_id, name, created_at) "
+                       "VALUES (?, ?, ?)", (spec.id, MAIN, created))
+            if db.one(self.LOCK_CONVERSATION, (cid,)) is None:
+                raise UnknownConversation(cid)
+            if commit.fork is not None:
+                new_branch = self._insert_branch(db, commit, created)
+            last_seq, head = self._write_position(db, cid, commit.branch)
+            head_seq = None if head is None else head[0]
+            if commit.check_head and head_seq != commit.expected_head:
+                raise TurnSuperseded(cid, commit.branch, commit.expected_head, head_seq)
+            items = self._append_items(db, commit, last_seq + 1, head, created)
+            call = None
+            if commit.call is not None:
+                reply_seq = None
+                if commit.call_reply_index is not None:
+                    reply_seq = items[commit.call_reply_index].seq
+                call = self._insert_call(db, commit.call, reply_seq)
+        if call is not None and call.request is not None and call.purpose == "turn":
+            self._remember(call, call.request)  # the next turn's request is stored against it
+        return CommitResult(items=items, call=call, branch=new_branch)
+
+    def _insert_branch(self, db: Session, commit: Commit, created: str) -> Branch:
+        assert commit.fork is not None
+        fork = commit.fork
+        if not fork.name or fork.name != fork.name.strip() or len(fork.name) > 64:
+            raise InputError(f"invalid branch name {fork.name!r}: use 1-64 characters, "
+                             "no surrounding spaces")
+        if db.one("SELECT 1 FROM branches WHERE conversation_id = ? AND name = ?",
+                  (commit.conversation_id, fork.name)):
+            raise InputError(f"conversation {commit.conversation_id} already has a branch "
+                             f"named {fork.name!r}", hint="choose another name")
+        parent = None
+        if fork.from_seq is not None:
+            row = db.one("SELECT branch FROM items WHERE conversation_id = ? AND seq = ?",
+                         (commit.conversation_id, fork.from_seq))
+            if row is None:
+                raise UnknownItem(commit.conversation_id, fork.from_seq)
+            parent = row[0]
+        db.run("INSERT INTO branches (conversation_id, name, parent, fork_seq, created_at) "
+               "VALUES (?, ?, ?, ?, ?)",
+               (commit.conversation_id, fork.name, parent, fork.from_seq, created))
+        return Branch(commit.conversation_id, fork.name, parse_time(created), parent,
+                      fork.from_seq)
+
+    def _append_items(self, db: Session, commit: Commit, next_seq: int,
+                      head: tuple[int, str, int] | None, created: str) -> list[Item]:
+        parent_seq, parent_hash, turn = (None, None, 0) if head is None else head
+        moment = parse_time(created)
+        out = []
+        for new in commit.items:
+            turn = turn + 1 if new.kind is ItemKind.USER else turn
+            digest = chain_hash_json(parent_hash, new.kind, new.content_json)
+            try:
+                db.run(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
+                        str(new.kind), new.content_json, digest, created, new.client_msg_id))
+            except self.INTEGRITY_ERRORS as err:
+                if new.client_msg_id and self._violation(err) == "client_msg_id":
+                    raise ClientMessageConflict(new.client_msg_id, "another message") from err
+                raise
+            out.append(Item(commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
+                            new.kind, new.content, digest, moment, new.client_msg_id))
+            parent_seq, parent_hash = next_seq, digest
+            next_seq += 1
+        return out
+
+    def _insert_call(self, db: Session, call: ModelCall, reply_seq: int | None) -> ModelCall:
+        assert call.request is not None, "a recorded call carries its request"
+        # any earlier call of the conversation is a correct base; the newest one on the branch
+        # is usually the best, and this handle usually still holds it
+        remembered = self._requests.get((call.conversation_id, call.branch))
+        base_id: str | None
+        base: SentRequest | None
+        if remembered is not None:
+            base_id, base = remembered
+        else:
+            base_id = self._base_call(db, call.conversation_id, call.branch)
+            base = None if base_id is None else self._request(db, base_id)
+        encoded = delta.encode(call.request, base)
+        if base is not None and not any(isinstance(encoded[f], dict) and encoded[f]["keep"]
+                                        for f in ("messages", "prompt", "tokens")):
+            base_id = None  # nothing shared: store it whole, with no chain behind it
+        db.run(
+            "INSERT INTO model_calls (id, conversation_id, branch, turn, head_seq, reply_seq, "
+            "status, model, base_call_id, request_delta, response, prompt_tokens, cached_tokens,"
+            " completion_tokens, ttft_ms, total_ms, error, started_at, prefix_report, purpose) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (call.id, call.conversation_id, call.branch, call.turn, call.head_seq, reply_seq,
+             str(call.status), call.model, base_id, canonical_json(encoded),
+             canonical_json(dict(call.response)), call.usage.prompt_tokens,
+             call.usage.cached_tokens, call.usage.completion_tokens, call.timings.ttft_ms,
+             call.timings.total_ms, call.error, format_time(call.started_at),
+             None if call.prefix is None else canonical_json(dict(call.prefix)), call.purpose))
+        return replace(call, reply_seq=reply_seq)
+
+    def _base_call(self, db: Session, conversation_id: str, branch: str) -> str | None:
+        """The call a new request is stored against: the branch's last, else the
+        conversation's last (a fork's first call usually shares its parent's prefix)."""
+        row = db.one(f"SELECT id FROM model_calls WHERE conversation_id = ? AND branch = ? "
+                     f"AND purpose = 'turn' ORDER BY {self.CALL_ORDER} DESC LIMIT 1",
+                     (conversation_id, branch))
+        if row is None:
+            row = db.one(f"SELECT id FROM model_calls WHERE conversation_id = ? "
+                         f"ORDER BY {self.CALL_ORDER} DESC LIMIT 1", (conversation_id,))
+        return None if row is None else str(row[0])
+
+    def _request(self, db: Session, call_id: str) -> SentRequest:
+        with self._cache_lock:
+            for cached_id, request in self._requests.values():
+                if cached_id == call_id:
+                    return request
+        rows = db.all(
+            "WITH RECURSIVE chain (id, base, delta) AS ("
+            " SELECT id, base_call_id, request_delta FROM model_calls WHERE id = ?"
+            " UNION ALL SELECT m.id, m.base_call_id, m.request_delta"
+            " FROM model_calls m JOIN chain ON m.id = chain.base)"
+            " SELECT delta FROM chain", (call_id,))
+        if not rows:
+            raise UnknownCall(call_id)
+        return delta.decode([json.loads(row[0]) for row in rows])
+
+    def _remember(self, call: ModelCall, request: SentRequest) -> None:
+        """Keep the newest request of each recently used branch: the next call on that branch
+        is encoded against it without decoding the chain."""
+        key = (call.conversation_id, call.branch)
+        with self._cache_lock:
+            self._requests[key] = (call.id, request)
+            self._requests.move_to_end(key)
+            while len(self._requests) > 1 and (
+                    len(self._requests) > _REMEMBERED_BRANCHES
+                    or sum(_size(r) for _, r in self._requests.values()) > _REMEMBERED_BYTES):
+                self._requests.popitem(last=False)
+
+    def _forget(self, conversation_id: str) -> None:
+        with self._cache_lock:
+            for key in [k for k in self._requests if k[0] == conversation_id]:
+                del self._requests[key]
+            for key in [k for k in self._lineages if k[0] == conversation_id]:
+                del self._lineages[key]
+
+    # -- generations -----------------------------------------------------------------------
+
+    def save_generation(self, generation: Generation, at: datetime) -> None:
+        result = None if generation.result is None else canonical_json(dict(generation.result))
+        with self._transaction() as db:
+            try:
+                db.run("INSERT INTO generations (id, conversation_id, text, done, result, "
+                       "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
+                       "SET text = excluded.text, done = excluded.done, "
+                       "result = excluded.result, updated_at = excluded.updated_at",
+                       (generation.id, generation.conversation_id, generation.text,
+                        generation.done, result, format_time(at)))
+            except self.INTEGRITY_ERRORS as err:
+                raise UnknownConversation(generation.conversation_id) from err
+
+    def generation(self, generation_id: str) -> Generation | None:
+        rows = self._read("SELECT id, conversation_id, text, done, result FROM generations "
+                          "WHERE id = ?", (generation_id,))
+        if not rows:
+            return None
+        row = rows[0]
+        return Generation(row[0], row[1], row[2], bool(row[3]),
+                          None if row[4] is None else json.loads(row[4]))
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def lease(self, conversation_id: str, holder: str, ttl_s: float, now: float) -> Lease:
+        # one statement: it takes a free or expired lease, renews the holder's own, and
+        # leaves another holder's live lease alone, with no window between check and write
+        with self._transaction() as db:
+            try:
+                row = db.one(
+                    "INSERT INTO leases AS l (conversation_id, holder, expires_at, cancel) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
+                    "holder = excluded.holder, expires_at = excluded.expires_at, "
+                    "cancel = CASE WHEN l.holder = excluded.holder THEN l.cancel "
+                    "ELSE excluded.cancel END "
+                    "WHERE l.holder = excluded.holder OR l.expires_at <= ? "
+                    "RETURNING cancel",
+                    (conversation_id, holder, now + ttl_s, False, now))
+            except self.INTEGRITY_ERRORS as err:
+                raise UnknownConversation(conversation_id) from err
+            if row is not None:
+                return Lease(True, holder, now + ttl_s, bool(row[0]))
+            held = db.one("SELECT holder, expires_at, cancel FROM leases WHERE "
+                          "conversation_id = ?", (conversation_id,))
+            return Lease(False, held[0], held[1], bool(held[2]))
+
+    def release_lease(self, conversation_id: str, holder: str) -> None:
+        with self._transaction() as db:
+            db.run("DELETE FROM leases WHERE conversation_id = ? AND holder = ?",
+                   (conversation_id, holder))
+
+    def request_cancel(self, conversation_id: str, now: float) -> bool:
+        with self._transaction() as db:
+            return db.run("UPDATE leases SET cancel = ? WHERE conversation_id = ? AND "
+                          "expires_at > ?", (True, conversation_id, now)) > 0
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        with self._transaction() as db:
+            if db.run("DELETE FROM conversations WHERE id = ?", (conversation_id,)) == 0:
+                raise UnknownConversation(conversation_id)
+        self._forget(conversation_id)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def conversation(self, conversation_id: str) -> Conversation:
+        rows = self._read("SELECT id, created_at, title, system, metadata FROM conversations "
+                          "WHERE id = ?", (conversation_id,))
+        if not rows:
+            raise UnknownConversation(conversation_id)
+        return _conversation(rows[0])
+
+    def conversations(self, *, limit: int | None = None) -> list[ConversationSummary]:
+        return self._summaries("", (), limit)
+
+    def summary(self, conversation_id: str) -> ConversationSummary:
+        found = self._summaries("WHERE c.id = ?", (conversation_id,), 1)
+        if not found:
+            raise UnknownConversation(conversation_id)
+        return found[0]
+
+    def _summaries(self, where: str, params: tuple[Any, ...],
+                   limit: int | None) -> list[ConversationSummary]:
+        limit_clause = "" if limit is None else f" LIMIT {int(limit)}"
+        rows = self._read(
+            "SELECT c.id, c.created_at, c.title, c.system, c.metadata,"
+            " (SELECT count(*) FROM items i WHERE i.conversation_id = c.id),"
+            " (SELECT coalesce(max(turn), 0) FROM items i WHERE i.conversation_id = c.id),"
+            " (SELECT count(*) FROM branches b WHERE b.conversation_id = c.id),"
+            " (SELECT count(*) FROM model_calls m WHERE m.conversation_id = c.id),"
+            " coalesce((SELECT max(created_at) FROM items i WHERE i.conversation_id = c.id),"
+            "          c.created_at) AS updated,"
+            " (SELECT content FROM items i WHERE i.conversation_id = c.id"
+            "  AND kind = 'user_message' ORDER BY seq LIMIT 1)"
+            f" FROM conversations c {where} ORDER BY updated DESC, c.id DESC{limit_clause}",
+            params)
+        return [ConversationSummary(
+            conversation=_conversation(row[:5]), items=row[5], turns=row[6], branches=row[7],
+            calls=row[8], updated_at=_time(row[9]),
+            first_message=None if row[10] is None else json.loads(row[10]).get("text"))
+            for row in rows]
+
+    def branches(self, conversation_id: str) -> list[Branch]:
+        rows = self._read("SELECT name, created_at, parent, fork_seq FROM branches "
+                          "WHERE conversation_id = ? ORDER BY created_at, name",
+                          (conversation_id,))
+        if not rows:
+            self.conversation(conversation_id)  # raises UnknownConversation
+        return [Branch(conversation_id, r[0], _time(r[1]), r[2], r[3]) for r in rows]
+
+    def head(self, conversation_id: str, branch: str = MAIN) -> Item | None:
+        with self._reading() as db:
+            return self._head(db, conversation_id, branch)
+
+    def _write_position(self, db: Session, conversation_id: str,
+                        branch: str) -> tuple[int, tuple[int, str, int] | None]:
+        """The conversation's last seq and the branch head's (seq, hash, turn), read in one
+        statement when the branch has items of its own (the common case)."""
+        lineage = self._lineage(db, conversation_id, branch)
+        name, limit = lineage[0]
+        row = db.one(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM items WHERE conversation_id = ?),"
+            " h.seq, h.hash, h.turn FROM (SELECT 1) AS one LEFT JOIN (SELECT seq, hash, turn"
+            " FROM items WHERE conversation_id = ? AND branch = ? AND seq <= ?"
+            " ORDER BY seq DESC LIMIT 1) AS h ON 1 = 1",
+            (conversation_id, conversation_id, name, limit))
+        if row[1] is not None:
+            return int(row[0]), (int(row[1]), str(row[2]), int(row[3]))
+        head = self._head(db, conversation_id, branch)  # a fresh fork: look in its ancestors
+        return int(row[0]), None if head is None else (head.seq, head.hash, head.turn)
+
+    def _head(self, db: Session, conversation_id: str, branch: str) -> Item | None:
+        """The newest item on the branch or, for a fresh fork, on its ancestors."""
+        for name, limit in self._lineage(db, conversation_id, branch):
+            row = db.one(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND "
+                         "branch = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                         (conversation_id, name, limit))
+            if row is not None:
+                return _item(row)
+        return None
+
+    def _lineage(self, db: Session, conversation_id: str, branch: str) -> Lineage:
+        """The branch and its ancestors, each with the last seq it contributes. A branch never
+        changes once created, so this is cached until the conversation is deleted."""
+        key = (conversation_id, branch)
+        cached = self._lineages.get(key) or db.new_lineages.get(key)
+        if cached is not None:
+            return cached
+        parents = {r[0]: (r[1], r[2]) for r in db.all(
+            "SELECT name, parent, fork_seq FROM branches WHERE conversation_id = ?",
+            (conversation_id,))}
+        if branch not in parents:
+            if not parents:
+                raise UnknownConversation(conversation_id)
+            raise UnknownBranch(conversation_id, branch)
+        lineage, name, limit = [], branch, _NO_LIMIT
+        while name is not None:
+            lineage.append((name, limit))
+            parent, fork_seq = parents[name]
+            name, limit = parent, fork_seq
+        if db.writing:
+            db.new_lineages[key] = lineage  # cached once the transaction commits
+        else:
+            with self._cache_lock:
+                self._lineages[key] = lineage
+        return lineage
+
+    def history(self, conversation_id: str, branch: str = MAIN) -> list[Item]:
+        with self._reading() as db:
+            lineage = self._lineage(db, conversation_id, branch)
+            where = " OR ".join("(branch = ? AND seq <= ?)" for _ in lineage)
+            params: list[Any] = [conversation_id]
+            for name, limit in lineage:
+                params += [name, limit]
+            rows = db.all(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
+                          f"AND ({where}) ORDER BY seq", params)
+        return [_item(row) for row in rows]
+
+    def item(self, conversation_id: str, seq: int) -> Item:
+        rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
+                          "AND seq = ?", (conversation_id, seq))
+        if not rows:
+            self.conversation(conversation_id)
+            raise UnknownItem(conversation_id, seq)
+        return _item(rows[0])
+
+    def find_client_message(self, client_msg_id: str) -> Item | None:
+        rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE client_msg_id = ?",
+                          (client_msg_id,))
+        return _item(rows[0]) if rows else None
+
+    def call(self, call_id: str) -> ModelCall:
+        with self._reading() as db:
+            row = db.one(f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE id = ?", (call_id,))
+            if row is None:
+                raise UnknownCall(call_id)
+            return _call(row, self._request(db, call_id))
+
+    def last_call(self, conversation_id: str, branch: str | None = None) -> ModelCall | None:
+        sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ? " \
+            "AND purpose = 'turn'"
+        params: list[Any] = [conversation_id]
+        if branch is not None:
+            sql += " AND branch = ?"
+            params.append(branch)
+        with self._reading() as db:
+            row = db.one(sql + f" ORDER BY {self.CALL_ORDER} DESC LIMIT 1", params)
+            return None if row is None else _call(row, self._request(db, row[0]))
+
+    def calls(self, conversation_id: str, *, branch: str | None = None) -> list[ModelCall]:
+        self.conversation(conversation_id)
+        sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ?"
+        params: list[Any] = [conversation_id]
+        if branch is not None:
+            sql += " AND branch = ?"
+            params.append(branch)
+        return [_call(row, None) for row in self._read(sql + f" ORDER BY {self.CALL_ORDER}",
+                                                       params)]
+
+
+def _size(request: SentRequest) -> int:
+    """A rough memory estimate: the prompt, plus a few hundred bytes per message and token."""
+    rendering = request.rendering
+    if rendering is None:
+        return 300 * len(request.messages)
+    return rendering.chars + 300 * len(request.messages) + 30 * (rendering.n_tokens or 0)
+
+
+def _time(value: str | datetime) -> datetime:
+    """A stored moment: ISO text (SQLite) or a timestamp (PostgreSQL), as UTC."""
+    return parse_time(value) if isinstance(value, str) else value.astimezone(UTC)
+
+
+def _conversation(row: Sequence[Any]) -> Conversation:
+    return Conversation(id=row[0], created_at=_time(row[1]), title=row[2], system=row[3],
+                        metadata=json.loads(row[4]))
+
+
+def _item(row: Sequence[Any]) -> Item:
+    return Item(conversation_id=row[0], seq=row[1], branch=row[2], parent_seq=row[3],
+                turn=row[4], kind=ItemKind(row[5]), content=json.loads(row[6]), hash=row[7],
+                created_at=_time(row[8]), client_msg_id=row[9])
+
+
+def _call(row: Sequence[Any], request: SentRequest | None) -> ModelCall:
+    return ModelCall(
+        id=row[0], conversation_id=row[1], branch=row[2], turn=row[3], head_seq=row[4],
+        reply_seq=row[5], status=CallStatus(row[6]), model=row[7], request=request,
+        response=json.loads(row[8]),
+        usage=Usage(prompt_tokens=row[9], cached_tokens=row[10], completion_tokens=row[11]),
+        timings=Timings(ttft_ms=row[12], total_ms=row[13]), started_at=_time(row[14]),
+        error=row[15], prefix=None if row[16] is None else json.loads(row[16]), purpose=row[17])
