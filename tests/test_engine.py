@@ -105,6 +105,20 @@ def test_a_retried_send_returns_the_first_result_and_writes_nothing(
     assert len(store.calls(first.conversation_id)) == 1
 
 
+def test_a_retry_of_a_message_answered_by_a_later_turn_returns_that_reply(
+        store: SQLiteStore) -> None:
+    # the first turn never got its reply (here its call failed; a crashed holder is the same),
+    # and the next sender's turn answered with it in view
+    engine = Engine(store, ScriptedModel([RuntimeError("holder died"), "both answered"]))
+    with pytest.raises(ModelCallFailed):
+        engine.run_turn("book the flight", client_msg_id="m-1")
+    cid = store.conversations()[0].conversation.id
+    later = engine.run_turn("and a hotel", conversation_id=cid)
+    retried = engine.run_turn("book the flight", conversation_id=cid, client_msg_id="m-1")
+    assert retried.deduplicated and retried.reply.seq == later.reply.seq
+    assert _kinds(store, cid) == ["user_message", "user_message", "assistant_message"]
+
+
 def test_a_client_id_reused_for_another_message_is_refused(engine: Engine,
                                                            store: SQLiteStore) -> None:
     first = engine.run_turn("book the flight", client_msg_id="abc")

@@ -54,11 +54,16 @@ def validate_text(text: str, *, max_bytes: int) -> str:
 
 
 def turn_reply(history: list[Item], message: Item) -> Item | None:
-    """The final assistant reply of the turn ``message`` started, if the turn completed."""
+    """The reply that answered ``message``: the final assistant reply of its turn or, where
+    that turn never got one (its holder crashed, or its call failed) and later messages
+    followed, the reply of the first later turn that completed, made with it in view."""
     reply = None
     for item in history:
-        if item.seq > message.seq and item.turn == message.turn \
-                and item.kind is ItemKind.ASSISTANT:
+        if item.seq <= message.seq:
+            continue
+        if item.kind is ItemKind.USER and reply is not None:
+            break
+        if item.kind is ItemKind.ASSISTANT:
             reply = item
     return reply
 
