@@ -389,6 +389,28 @@ class StoreConformance:
         finally:
             second.close()
 
+    def test_a_handle_sees_what_another_appended_forked_and_deleted(
+            self, make_store: MakeStore) -> None:
+        reader, writer = make_store(), make_store()
+        try:
+            cid = _create(writer, NewItem.user("one"))
+            assert [i.text for i in reader.history(cid)] == ["one"]
+            _append(writer, cid, NewItem.assistant("two"))
+            _append(writer, cid, NewItem.user("three"))
+            assert [i.text for i in reader.history(cid)] == ["one", "two", "three"]
+            writer.commit(Commit(conversation_id=cid, created_at=_T0, branch="b",
+                                 expected_head=2, fork=NewBranch("b", 2),
+                                 items=[NewItem.user("three, edited")]))
+            assert [i.text for i in reader.history(cid, "b")] == ["one", "two",
+                                                                  "three, edited"]
+            assert [i.text for i in reader.history(cid)] == ["one", "two", "three"]
+            writer.delete_conversation(cid)
+            with pytest.raises(UnknownConversation):
+                reader.history(cid)
+        finally:
+            reader.close()
+            writer.close()
+
     def test_concurrent_writers_never_fork_a_branch(self, make_store: MakeStore) -> None:
         setup = make_store()
         cid = _create(setup, NewItem.user("start"))

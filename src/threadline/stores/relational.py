@@ -59,6 +59,7 @@ _CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status
 _NO_LIMIT = 2**62
 _REMEMBERED_BRANCHES = 32
 _REMEMBERED_BYTES = 64 * 2**20  # roughly: a few very long conversations, many short ones
+_REMEMBERED_ITEMS = 200_000      # items read before, kept per branch for the next read
 
 Violation = Literal["client_msg_id", "foreign_key", "other"]
 Lineage = list[tuple[str, int]]
@@ -107,6 +108,9 @@ class RelationalStore:
         # the newest full request per (conversation, branch), and each branch's lineage
         self._requests: OrderedDict[tuple[str, str], tuple[str, SentRequest]] = OrderedDict()
         self._lineages: dict[tuple[str, str], Lineage] = {}
+        # each recently read branch's items, oldest first: the next read fetches only the rest
+        self._histories: OrderedDict[tuple[str, str], tuple[Item, ...]] = OrderedDict()
+        self._history_items = 0
 
     # -- what a backend provides -----------------------------------------------------------
 
@@ -301,6 +305,8 @@ class RelationalStore:
                 del self._requests[key]
             for key in [k for k in self._lineages if k[0] == conversation_id]:
                 del self._lineages[key]
+            for key in [k for k in self._histories if k[0] == conversation_id]:
+                self._history_items -= len(self._histories.pop(key))
 
     # -- generations -----------------------------------------------------------------------
 
@@ -471,15 +477,38 @@ class RelationalStore:
         return lineage
 
     def history(self, conversation_id: str, branch: str = MAIN) -> list[Item]:
+        """Read incrementally: items never change and seqs commit in order (a commit holds its
+        conversation), so what this handle read before is still the branch's prefix and only
+        items after it are fetched, from whichever replica wrote them."""
+        key = (conversation_id, branch)
         with self._reading() as db:
             lineage = self._lineage(db, conversation_id, branch)
+            with self._cache_lock:
+                known = self._histories.get(key, ())
+            after = known[-1].seq if known else 0
             where = " OR ".join("(branch = ? AND seq <= ?)" for _ in lineage)
-            params: list[Any] = [conversation_id]
+            params: list[Any] = [conversation_id, after]
             for name, limit in lineage:
                 params += [name, limit]
             rows = db.all(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
-                          f"AND ({where}) ORDER BY seq", params)
-        return [_item(row) for row in rows]
+                          f"AND seq > ? AND ({where}) ORDER BY seq", params)
+            if known and not rows and db.one("SELECT 1 FROM conversations WHERE id = ?",
+                                             (conversation_id,)) is None:
+                self._forget(conversation_id)  # deleted through another handle
+                raise UnknownConversation(conversation_id)
+        items = (*known, *map(_item, rows))
+        if rows:
+            self._remember_history(key, items)
+        return list(items)
+
+    def _remember_history(self, key: tuple[str, str], items: tuple[Item, ...]) -> None:
+        with self._cache_lock:
+            previous = self._histories.pop(key, ())
+            self._histories[key] = items
+            self._history_items += len(items) - len(previous)
+            while len(self._histories) > 1 and self._history_items > _REMEMBERED_ITEMS:
+                _, evicted = self._histories.popitem(last=False)
+                self._history_items -= len(evicted)
 
     def item(self, conversation_id: str, seq: int) -> Item:
         rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "

@@ -1,0 +1,277 @@
+"""Load: turns per second and latency of the HTTP service versus a bare FastAPI handler.
+
+What is measured
+    Two servers per store, each in its own process, served by uvicorn the same way:
+
+    threadline  ``POST /v1/conversations/{id}/messages`` of the threadline service: the lease,
+                ingest (the user message committed), assembly, the scripted model (no delay:
+                its time is not the service's), the reply and its call record committed, the
+                lease released
+    bare        a FastAPI handler on the same path that writes one row per request in one
+                transaction on the same store (SQLite WAL with ``synchronous=FULL``, or the
+                same PostgreSQL database through a psycopg pool) and answers JSON
+
+    ``--clients`` client threads each own one conversation and send ``--turns`` messages one
+    after another; the two servers are measured in alternating rounds of ``--round`` turns per
+    client so drift hits both. Reported per store: turns/s, p50 and p99 latency per turn, the
+    throughput ratio (threadline ÷ bare) and the latency threadline adds at p50 and p99.
+
+    .venv/bin/python bench/load.py
+    .venv/bin/python bench/load.py --quick --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+DEFAULT_URL = os.environ.get("THREADLINE_TEST_DATABASE_URL",
+                             "postgresql://postgres@127.0.0.1:5432/test")
+
+
+class Message(BaseModel):
+    text: str
+
+
+def bare_app(store: str, where: str) -> Any:
+    """The baseline: one row per request, one transaction, JSON back."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    if store == "sqlite":
+        conn = sqlite3.connect(where, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, "
+                     "conversation_id TEXT, text TEXT, created_at REAL)")
+        lock = threading.Lock()
+
+        def write(cid: str, text: str) -> int:
+            with lock:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute("INSERT INTO rows (conversation_id, text, created_at) "
+                                   "VALUES (?, ?, ?) RETURNING id",
+                                   (cid, text, time.time())).fetchone()
+                conn.execute("COMMIT")
+                return int(row[0])
+    else:
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(where, min_size=1, max_size=8, open=True)
+        with pool.connection() as c:
+            c.execute("CREATE TABLE IF NOT EXISTS rows (id bigserial PRIMARY KEY, "
+                      "conversation_id text, text text, created_at double precision)")
+
+        def write(cid: str, text: str) -> int:
+            with pool.connection() as c, c.transaction():
+                row = c.execute("INSERT INTO rows (conversation_id, text, created_at) "
+                                "VALUES (%s, %s, %s) RETURNING id",
+                                (cid, text, time.time())).fetchone()
+                assert row is not None
+                return int(row[0])
+
+    @app.post("/v1/conversations/{cid}/messages")
+    def post(cid: str, message: Message) -> dict[str, Any]:
+        return {"conversation_id": cid, "seq": write(cid, message.text)}
+
+    @app.post("/v1/conversations", status_code=201)
+    def create() -> dict[str, Any]:
+        return {"id": f"c_{os.urandom(8).hex()}"}
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+def threadline_app(store: str, where: str) -> Any:
+    from threadline.engine import Engine
+    from threadline.models.scripted import ScriptedModel
+    from threadline.server.app import create_app
+    from threadline.stores.base import Store
+
+    backend: Store
+    if store == "sqlite":
+        from threadline.stores.sqlite import SQLiteStore
+
+        backend = SQLiteStore(where)
+    else:
+        from threadline.stores.postgres import PostgresStore
+
+        backend = PostgresStore(where, max_connections=8)
+    return create_app(Engine(backend, ScriptedModel()))
+
+
+def serve(kind: str, store: str, where: str, port: int) -> None:
+    import uvicorn
+
+    app = threadline_app(store, where) if kind == "threadline" else bare_app(store, where)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error")
+
+
+def start(kind: str, store: str, where: str) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--store", store,
+                                "--where", where, "--port", str(port)])
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return process, base
+        except httpx.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"the {kind} server on {store} did not start")
+
+
+def drive(base: str, conversations: list[str], turns: int, offset: int) -> list[float]:
+    """Every client sends ``turns`` messages to its conversation; the latencies in ms."""
+    latencies: list[float] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def one_client(cid: str) -> None:
+        try:
+            with httpx.Client(base_url=base, timeout=60) as http:
+                mine = []
+                for k in range(turns):
+                    began = time.perf_counter()
+                    response = http.post(f"/v1/conversations/{cid}/messages",
+                                         json={"text": f"message {offset + k}: " + "x" * 200})
+                    mine.append((time.perf_counter() - began) * 1000)
+                    response.raise_for_status()
+            with lock:
+                latencies.extend(mine)
+        except BaseException as err:  # raised below, in the caller's thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=one_client, args=(cid,)) for cid in conversations]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return latencies
+
+
+def measure(store: str, where: dict[str, str], clients: int, turns: int,
+            round_size: int) -> dict[str, Any]:
+    servers = {kind: start(kind, store, where[kind]) for kind in ("threadline", "bare")}
+    try:
+        conversations = {kind: [httpx.post(f"{base}/v1/conversations", json={}).json()["id"]
+                                for _ in range(clients)]
+                         for kind, (_, base) in servers.items()}
+        for kind, (_, base) in servers.items():  # warm up: connections, caches, imports
+            drive(base, conversations[kind], 3, -3)
+        latencies: dict[str, list[float]] = {"threadline": [], "bare": []}
+        seconds = {"threadline": 0.0, "bare": 0.0}
+        for n, offset in enumerate(range(0, turns, round_size)):
+            order = ["threadline", "bare"] if n % 2 == 0 else ["bare", "threadline"]
+            for kind in order:
+                began = time.perf_counter()
+                latencies[kind] += drive(servers[kind][1], conversations[kind],
+                                         min(round_size, turns - offset), offset)
+                seconds[kind] += time.perf_counter() - began
+    finally:
+        for process, _ in servers.values():
+            process.terminate()
+            process.wait(timeout=10)
+    result: dict[str, Any] = {}
+    for kind in ("threadline", "bare"):
+        ordered = sorted(latencies[kind])
+        result[kind] = {"turns_per_s": round(len(ordered) / seconds[kind], 1),
+                        "p50_ms": round(statistics.median(ordered), 2),
+                        "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))], 2)}
+    t, b = result["threadline"], result["bare"]
+    result["throughput_ratio"] = round(t["turns_per_s"] / b["turns_per_s"], 2)
+    result["added_p50_ms"] = round(t["p50_ms"] - b["p50_ms"], 2)
+    result["added_p99_ms"] = round(t["p99_ms"] - b["p99_ms"], 2)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--turns", type=int, default=100, help="per client")
+    parser.add_argument("--round", type=int, default=10, help="turns per client per round")
+    parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--database-url", default=DEFAULT_URL)
+    parser.add_argument("--quick", action="store_true", help="a tiny run for smoke tests")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--serve", choices=["threadline", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--store", help=argparse.SUPPRESS)
+    parser.add_argument("--where", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.store, args.where, args.port)
+        return
+    if args.quick:
+        args.clients, args.turns, args.round = 2, 4, 2
+    report: dict[str, Any] = {"benchmark": "load", "clients": args.clients,
+                              "turns_per_client": args.turns, "stores": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for store in args.stores.split(","):
+            if store == "sqlite":
+                where = {"threadline": str(Path(tmp) / "threadline.db"),
+                         "bare": str(Path(tmp) / "bare.db")}
+                report["stores"][store] = measure(store, where, args.clients, args.turns,
+                                                  args.round)
+            else:
+                report["stores"][store] = with_postgres(args, store)
+            if not args.json:
+                print(f"{store}: {json.dumps(report['stores'][store])}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"{'store':10} {'server':11} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    for store, found in report["stores"].items():
+        for kind in ("threadline", "bare"):
+            row = found[kind]
+            print(f"{store:10} {kind:11} {row['turns_per_s']:8.1f} {row['p50_ms']:8.2f} "
+                  f"{row['p99_ms']:8.2f}")
+        print(f"{store:10} threadline/bare throughput {found['throughput_ratio']:.2f}, adds "
+              f"{found['added_p50_ms']:.2f} ms at p50 and {found['added_p99_ms']:.2f} ms at p99")
+
+
+def with_postgres(args: argparse.Namespace, store: str) -> dict[str, Any]:
+    """A run on fresh schemas of their own, dropped afterwards."""
+    import psycopg
+
+    from threadline.stores.postgres import migrate
+
+    names = {kind: f"load_{kind}_{os.urandom(4).hex()}" for kind in ("threadline", "bare")}
+    separator = "&" if "?" in args.database_url else "?"
+    where = {kind: f"{args.database_url}{separator}options=-csearch_path%3D{name}"
+             for kind, name in names.items()}
+    with psycopg.connect(args.database_url, autocommit=True) as admin:
+        for name in names.values():
+            admin.execute(f"CREATE SCHEMA {name}")
+        try:
+            migrate(where["threadline"])
+            return measure(store, where, args.clients, args.turns, args.round)
+        finally:
+            for name in names.values():
+                admin.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+if __name__ == "__main__":
+    main()
