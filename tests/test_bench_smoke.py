@@ -14,7 +14,7 @@ from tests.conftest import require_llama_cpp
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 QUICK = {"append.py": [], "history_growth.py": ["--no-langgraph"], "replay_reuse.py": [],
          "ttft_local.py": [], "compaction_retention.py": [], "tool_clearing.py": [],
-         "compaction_ttft.py": []}
+         "compaction_ttft.py": [], "load.py": ["--stores", "sqlite"]}
 LOCAL_MODEL = {"ttft_local.py", "compaction_ttft.py"}
 
 

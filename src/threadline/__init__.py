@@ -17,6 +17,7 @@ from threadline.request import Message, Request, Segment, SegmentKind, Stability
 from threadline.settings import Durability, Settings
 from threadline.stores import SQLiteStore, Store, open_store
 from threadline.turn.assemble import assemble
+from threadline.turn.tools import Tool, ToolContext, ToolLimits
 
 __version__ = "0.1.0"
 
@@ -47,6 +48,9 @@ __all__ = [
     "Store",
     "ThreadlineError",
     "Timings",
+    "Tool",
+    "ToolContext",
+    "ToolLimits",
     "ToolSpec",
     "TurnResult",
     "Usage",

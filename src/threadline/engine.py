@@ -30,9 +30,10 @@ from threadline.errors import (
     InputError,
     ModelCallFailed,
     ThreadlineError,
+    TurnCancelled,
     TurnSuperseded,
 )
-from threadline.items import CONTROL_KINDS, Branch, Item, ItemKind, NewItem, format_time, utc_now
+from threadline.items import Branch, Item, ItemKind, NewItem, format_time, utc_now
 from threadline.models.base import ModelBackend, OnText
 from threadline.request import Request, TailBlock, ToolSpec
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
@@ -42,6 +43,16 @@ from threadline.turn.call import call_model
 from threadline.turn.commit import commit_reply, record_failure, sent_request
 from threadline.turn.ingest import ingest, validate_text
 from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold
+from threadline.turn.tools import (
+    Tool,
+    Toolbox,
+    ToolLimits,
+    call_items,
+    execute_in_order,
+    not_run,
+    open_turn,
+    pending_calls,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,7 @@ class TurnResult:
     reply: Item
     call: ModelCall
     deduplicated: bool = False  # True when a retried send returned the first result
+    tool_results: tuple[Item, ...] = ()  # what the turn's tool calls returned, in order
 
     @property
     def turn(self) -> int:
@@ -64,12 +76,15 @@ class TurnResult:
             "reply": self.reply.text, "call_id": self.call.id, "model": self.call.model,
             "usage": self.call.usage.to_json(), "timings": self.call.timings.to_json(),
             "deduplicated": self.deduplicated,
+            "tool_calls": [{"call_id": r.content["call_id"], "tool": r.content.get("tool"),
+                            "is_error": r.content.get("is_error", False), "result_seq": r.seq}
+                           for r in self.tool_results],
         }
 
 
 class Engine:
     def __init__(self, store: Store, model: ModelBackend, *, system: str | None = None,
-                 tools: Sequence[ToolSpec] = (),
+                 tools: Sequence[Tool | ToolSpec] = (), tool_limits: ToolLimits | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  time_in_context: bool = False,
                  policy: Policy | None = None, count: Count | None = None,
@@ -78,7 +93,8 @@ class Engine:
         self.store = store
         self.model = model
         self.system = system
-        self.tools = tuple(tools)
+        self.toolbox = Toolbox(tools, tool_limits or ToolLimits())  # the tool loop's harness
+        self.tools = self.toolbox.specs
         self.max_message_bytes = max_message_bytes
         self.clock = clock
         self.time_in_context = time_in_context  # the current time, in the tail of each turn
@@ -108,34 +124,39 @@ class Engine:
     def _turn(self, text: str, conversation_id: str | None, branch: str,
               client_msg_id: str | None, on_text: OnText | None,
               holding: Holding | None) -> TurnResult:
+        if conversation_id is not None:  # a turn that died mid-loop: its decided calls run
+            self._run_pending(conversation_id, branch, holding)
         ingested = ingest(self.store, text, clock=self.clock, max_bytes=self.max_message_bytes,
                           conversation_id=conversation_id, branch=branch,
                           client_msg_id=client_msg_id, system=self.system)
         if ingested.reply is not None:
             return self._finished(ingested.message, ingested.reply)
+        head = None
         if not ingested.created:
             head = self.store.head(ingested.conversation_id, ingested.branch)
-            if head is None or head.seq != ingested.message.seq:
+            # the retried message is still the open turn (perhaps with tool calls after it)
+            if head is None or head.turn != ingested.message.turn:
                 raise TurnSuperseded(ingested.conversation_id, ingested.branch,
                                      ingested.message.seq, None if head is None else head.seq)
         if holding is not None:
             on_text = _checked(on_text, holding)
-        return self._respond(ingested.message, ingested.branch, on_text)
+        return self._respond(ingested.message, ingested.branch, on_text, head=head,
+                             holding=holding)
 
     def answer(self, conversation_id: str, branch: str = MAIN, *,
                on_text: OnText | None = None) -> TurnResult:
         """Answer the branch's newest message: a failed turn's retry, or a regeneration.
         Like a turn, it holds the conversation's lease (waiting for it if need be)."""
         with hold(self.store, conversation_id, self.lease) as holding:
+            self._run_pending(conversation_id, branch, holding)
             head = self.store.head(conversation_id, branch)
-            message = head
-            if head is not None and head.kind in CONTROL_KINDS:
-                message = unanswered(self.store.history(conversation_id, branch))
-            if head is None or message is None or message.kind is not ItemKind.USER:
+            message = open_turn(self.store.history(conversation_id, branch))
+            if head is None or message is None:
                 raise InputError(f"branch {branch!r} of {conversation_id} does not end with "
                                  "an unanswered user message; there is nothing to answer",
                                  hint="send a new message instead")
-            return self._respond(message, branch, _checked(on_text, holding), head=head)
+            return self._respond(message, branch, _checked(on_text, holding), head=head,
+                                 holding=holding)
 
     def fork(self, conversation_id: str, from_seq: int | None, name: str | None = None) -> Branch:
         """A new branch growing from item ``from_seq``; the original stays as it is."""
@@ -262,27 +283,82 @@ class Engine:
     # -- steps ---------------------------------------------------------------------------
 
     def _respond(self, message: Item, branch: str, on_text: OnText | None, *,
-                 head: Item | None = None) -> TurnResult:
-        """Answer user ``message``; ``head`` is the branch's newest item when it is not the
-        message itself (a compaction or a constraint recorded after it)."""
-        head, request = self._auto_compact(head or message, branch)
-        request = request or self.request_for(head.conversation_id, branch)
-        with self._model_lock:  # one backend instance runs one call at a time
-            outcome = call_model(self.model, request, clock=self.clock, on_text=on_text)
-        sent = sent_request(request, outcome, self.model.model_id)
-        prefix = report(sent, request, self._previous(head.conversation_id, branch)).to_json()
-        if outcome.completion is None:
-            call = record_failure(self.store, head=head, branch=branch, request=request,
-                                  outcome=outcome, model_id=self.model.model_id,
-                                  clock=self.clock, prefix=prefix)
-            assert outcome.error is not None
-            if isinstance(outcome.error, KeyboardInterrupt | ThreadlineError):
-                raise outcome.error  # a cancel, a model error: already says what happened
-            raise ModelCallFailed(call.id, outcome.error) from outcome.error
-        reply, call = commit_reply(self.store, head=head, branch=branch, request=request,
+                 head: Item | None = None, holding: Holding | None = None) -> TurnResult:
+        """Answer user ``message``: call the model, and while it asks for tools, record its
+        calls, run them through the harness, record their results, and call it again.
+        ``head`` is the branch's newest item when it is not the message itself (a compaction,
+        a constraint, or tool calls and results of this turn recorded before)."""
+        head = head or message
+        limits = self.toolbox.limits
+        rounds, spent = 0, 0
+        results: list[Item] = []
+        while True:
+            head, request = self._auto_compact(head, branch)
+            request = request or self.request_for(head.conversation_id, branch)
+            if rounds >= limits.max_rounds or (limits.max_turn_tokens is not None
+                                               and spent >= limits.max_turn_tokens):
+                request = replace(request, tool_choice="none")  # the loop's last call
+            with self._model_lock:  # one backend instance runs one call at a time
+                outcome = call_model(self.model, request, clock=self.clock, on_text=on_text)
+            sent = sent_request(request, outcome, self.model.model_id)
+            prefix = report(sent, request, self._previous(head.conversation_id, branch)).to_json()
+            completion = outcome.completion
+            if completion is None:
+                call = record_failure(self.store, head=head, branch=branch, request=request,
+                                      outcome=outcome, model_id=self.model.model_id,
+                                      clock=self.clock, prefix=prefix)
+                assert outcome.error is not None
+                if isinstance(outcome.error, KeyboardInterrupt | ThreadlineError):
+                    raise outcome.error  # a cancel, a model error: already says what happened
+                raise ModelCallFailed(call.id, outcome.error) from outcome.error
+            spent += completion.usage.prompt_tokens + completion.usage.completion_tokens
+            if not completion.tool_calls or request.tool_choice == "none":
+                reply, call = commit_reply(self.store, head=head, branch=branch,
+                                           request=request, outcome=outcome,
+                                           model_id=self.model.model_id, clock=self.clock,
+                                           prefix=prefix)
+                return TurnResult(head.conversation_id, branch, message, reply, call,
+                                  tool_results=tuple(results))
+            history = self.store.history(head.conversation_id, branch)
+            taken = {i.content["call_id"] for i in history
+                     if i.kind is ItemKind.TOOL_CALL and i.turn == message.turn}
+            decided = call_items([(c.id, c.name, c.arguments) for c in completion.tool_calls],
+                                 taken)
+            if completion.text:  # what the model said alongside its calls travels with them
+                decided[0] = NewItem(decided[0].kind, {**decided[0].content,
+                                                       "text": completion.text})
+            head, _ = commit_reply(self.store, head=head, branch=branch, request=request,
                                    outcome=outcome, model_id=self.model.model_id,
-                                   clock=self.clock, prefix=prefix)
-        return TurnResult(head.conversation_id, branch, message, reply, call)
+                                   clock=self.clock, prefix=prefix, items=decided)
+            rounds += 1
+            results += self._run_pending(head.conversation_id, branch, holding)
+            head = self.store.head(head.conversation_id, branch) or head
+
+    def _run_pending(self, conversation_id: str, branch: str,
+                     holding: Holding | None) -> list[Item]:
+        """Run the open turn's recorded tool calls that have no result yet, recording each
+        result before the loop goes on; a replayed turn runs only these."""
+        history = self.store.history(conversation_id, branch)
+        message = open_turn(history)
+        calls = [] if message is None else pending_calls(history, message)
+        if not calls:
+            return []
+
+        def record(result: NewItem) -> Item:
+            return _append(self.store, conversation_id, branch, self.clock, result)
+
+        def before_side_effect() -> None:
+            if holding is not None:
+                holding.protect()  # a cancel asked for before now stops the turn here
+
+        try:
+            return execute_in_order(self.toolbox, calls, history, branch,
+                                    before_side_effect=before_side_effect, record=record)
+        except TurnCancelled:
+            history = self.store.history(conversation_id, branch)
+            for call in pending_calls(history, calls[0]):  # every call left gets an answer
+                record(not_run(call, "not run: a newer message cancelled this turn"))
+            raise
 
     def _previous(self, conversation_id: str, branch: str) -> Previous | None:
         """The call this one's prefix is measured against: the branch's last, else (the first

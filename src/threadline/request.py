@@ -107,6 +107,9 @@ class Request:
     tools: tuple[ToolSpec, ...]
     segments: tuple[Segment, ...]
     compaction_seq: int | None = None  # the newest compaction event the view went through
+    # "auto": the model may call tools; "none": it must answer in text (the tool loop's last
+    # call). The tools stay in the request either way, so its prefix does not change.
+    tool_choice: str = "auto"
 
     @property
     def messages(self) -> list[Message]:

@@ -20,16 +20,33 @@ OnText = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class RequestedCall:
+    """A tool call the model asked for: its arguments parsed, or the raw text when they were
+    not a JSON object (the harness answers that with an error the model can act on)."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] | str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True)
 class Completion:
     text: str
     sent: SentRequest
     usage: Usage
     timings: Timings
-    finish_reason: str  # "stop": the model ended its turn; "length": max_tokens reached
+    finish_reason: str  # "stop": ended its turn; "length": max_tokens; "tool_calls"
     extra: Mapping[str, Any] = field(default_factory=dict)  # backend-specific, recorded as-is
+    tool_calls: tuple[RequestedCall, ...] = ()  # in the order the model asked for them
 
     def response_json(self) -> dict[str, Any]:
-        return {"text": self.text, "finish_reason": self.finish_reason, **self.extra}
+        out = {"text": self.text, "finish_reason": self.finish_reason, **self.extra}
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_json() for call in self.tool_calls]
+        return out
 
 
 class ModelBackend(Protocol):

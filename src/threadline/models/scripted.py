@@ -12,12 +12,15 @@ import hashlib
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from threadline.cache.prefix import common_prefix_len
 from threadline.calls import RenderedPart, Rendering, SentRequest, Usage
-from threadline.models.base import Completion, OnText, Stopwatch
+from threadline.items import new_id
+from threadline.models.base import Completion, OnText, RequestedCall, Stopwatch
 from threadline.request import Message, Request
 
 TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]|\s+")
@@ -44,6 +47,23 @@ def render_chatml(request: Request) -> str:
     return "".join(_render(m) for m in request.messages) + _GENERATION_PROMPT
 
 
+@dataclass(frozen=True)
+class ToolCalls:
+    """A scripted reply that asks for tools: (name, arguments) pairs, arguments as a mapping or
+    as raw text (to script malformed JSON), with optional text alongside. Ids are assigned as
+    a provider would, unique per call."""
+
+    calls: tuple[tuple[str, Mapping[str, Any] | str], ...]
+    text: str = ""
+
+    @classmethod
+    def of(cls, *calls: tuple[str, Mapping[str, Any] | str], text: str = "") -> ToolCalls:
+        return cls(tuple(calls), text)
+
+
+Reply = str | ToolCalls | BaseException
+
+
 def echo_reply(request: Request) -> str:
     users = [m for m in request.messages if m.role == "user"]
     last = users[-1].content if users else ""
@@ -53,10 +73,10 @@ def echo_reply(request: Request) -> str:
 class ScriptedModel:
     model_id = "scripted"
 
-    def __init__(self, replies: Iterable[str | BaseException] = (), *,
-                 default: Callable[[Request], str] = echo_reply,
+    def __init__(self, replies: Iterable[Reply] = (), *,
+                 default: Callable[[Request], str | ToolCalls] = echo_reply,
                  first_token_delay_s: float = 0.0, token_delay_s: float = 0.0) -> None:
-        self._queue: deque[str | BaseException] = deque(replies)
+        self._queue: deque[Reply] = deque(replies)
         self._default = default
         self.first_token_delay_s = first_token_delay_s
         self.token_delay_s = token_delay_s
@@ -68,7 +88,7 @@ class ScriptedModel:
     def count_tokens(self, text: str) -> int:
         return len(scripted_tokens(text))
 
-    def enqueue(self, *replies: str | BaseException) -> None:
+    def enqueue(self, *replies: Reply) -> None:
         self._queue.extend(replies)
 
     def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
@@ -81,6 +101,14 @@ class ScriptedModel:
         if isinstance(reply, BaseException):
             self._evaluated = None
             raise reply
+        calls: tuple[RequestedCall, ...] = ()
+        if isinstance(reply, ToolCalls):
+            if request.tool_choice == "none":  # told to answer in text: it does
+                reply = echo_reply(request)
+            else:
+                calls = tuple(RequestedCall(new_id("call_"), name, arguments)
+                              for name, arguments in reply.calls)
+                reply = reply.text
         cached = min(self._cached(rendering), max((rendering.n_tokens or 0) - 1, 0))
         time.sleep(self.first_token_delay_s)
         pieces = scripted_tokens(reply)
@@ -94,7 +122,7 @@ class ScriptedModel:
         usage = Usage(prompt_tokens=rendering.n_tokens or 0, cached_tokens=cached,
                       completion_tokens=len(pieces))
         return Completion(text=reply, sent=sent, usage=usage, timings=watch.timings(),
-                          finish_reason="stop")
+                          finish_reason="tool_calls" if calls else "stop", tool_calls=calls)
 
     def _render(self, messages: list[Message]) -> Rendering:
         """ChatML, message by message, on top of the previous request's parts: messages it

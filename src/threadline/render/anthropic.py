@@ -74,6 +74,8 @@ def render_anthropic(request: Request, *, model: str, max_tokens: int,
         payload["system"] = system
     if tools:
         payload["tools"] = tools
+        if request.tool_choice != "auto":
+            payload["tool_choice"] = {"type": request.tool_choice}
     payload.update(params)
     return payload
 

@@ -26,6 +26,8 @@ def render_openai(request: Request, *, model: str, cache_key: str | None = None,
     payload: dict[str, Any] = {"model": model, "messages": request.openai_messages()}
     if request.tools:
         payload["tools"] = [tool.to_openai() for tool in request.tools]
+        if request.tool_choice != "auto":
+            payload["tool_choice"] = request.tool_choice
     if cache_key is not None:
         payload["prompt_cache_key"] = cache_key
     payload.update(params)

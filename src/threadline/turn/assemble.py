@@ -33,6 +33,7 @@ from threadline.request import (
     ToolCallRef,
     ToolSpec,
 )
+from threadline.turn.tools import untrusted_view
 
 
 class MessageMemo:
@@ -133,8 +134,11 @@ def _message(item: Item) -> Message:
         case ItemKind.ASSISTANT:
             return Message("assistant", item.content["text"], item.seq, item_kind=item.kind)
         case ItemKind.TOOL_RESULT:
-            return Message("tool", item.content["output"], item.seq,
-                           tool_call_id=item.content["call_id"], item_kind=item.kind)
+            output = item.content["output"]
+            if item.content.get("untrusted"):  # a tool's own output: data, not instructions
+                output = untrusted_view(output, item.content.get("tool", "tool"))
+            return Message("tool", output, item.seq, tool_call_id=item.content["call_id"],
+                           item_kind=item.kind)
     raise AssertionError(f"{item.kind} items do not map to one message")
 
 
@@ -156,7 +160,8 @@ def _messages(items: Sequence[Item], cleared: frozenset[int],
                 out[-1] = Message("assistant", previous.content, previous.seq,
                                   previous.tool_calls + (call,), item_kind=item.kind)
             else:
-                out.append(Message("assistant", "", item.seq, (call,), item_kind=item.kind))
+                out.append(Message("assistant", item.content.get("text", ""), item.seq, (call,),
+                                   item_kind=item.kind))
             continue
         gone = item.seq in cleared
         build = _cleared if gone else _message

@@ -6,7 +6,7 @@ the branch meanwhile, nothing is appended and the call is recorded as superseded
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -55,14 +55,18 @@ def call_record(*, head: Item, branch: str, request: Request, outcome: CallOutco
 
 def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
                  outcome: CallOutcome, model_id: str, clock: Callable[[], datetime],
-                 prefix: Mapping[str, Any] | None = None) -> tuple[Item, ModelCall]:
+                 prefix: Mapping[str, Any] | None = None,
+                 items: Sequence[NewItem] | None = None) -> tuple[Item, ModelCall]:
+    """Append what the call produced (its reply; or ``items``, the tool calls it asked for)
+    with its record. Returns the last item appended and the record."""
     assert outcome.completion is not None
     call = call_record(head=head, branch=branch, request=request, outcome=outcome,
                        model_id=model_id, prefix=prefix)
     try:
         result = store.commit(Commit(
             conversation_id=head.conversation_id, created_at=clock(), branch=branch,
-            expected_head=head.seq, items=[NewItem.assistant(outcome.completion.text)],
+            expected_head=head.seq,
+            items=items or [NewItem.assistant(outcome.completion.text)],
             call=call, call_reply_index=0))
     except TurnSuperseded as err:
         record_failure(store, head=head, branch=branch, request=request, outcome=outcome,
@@ -70,7 +74,7 @@ def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
                        prefix=prefix)
         raise
     assert result.call is not None
-    return result.items[0], result.call
+    return result.items[-1], result.call
 
 
 def record_failure(store: Store, *, head: Item, branch: str, request: Request,

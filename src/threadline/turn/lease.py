@@ -9,8 +9,10 @@ that arrives while another turn holds the lease follows the sender's policy:
 
     queue   (default) wait for the lease, then append after the running turn's reply
     reject  refuse at once: :class:`TurnInProgress` (HTTP 409 with Retry-After); nothing written
-    cancel  ask the running turn to stop (it checks between streamed pieces and is recorded as
-            cancelled), then go next, answering with the interrupted message in the history
+    cancel  ask the running turn to stop (it checks between streamed pieces and before each
+            side-effecting tool call, and is recorded as cancelled), then go next, answering
+            with the interrupted message in the history; a turn that has run a side-effecting
+            tool is no longer cancelled, and the new message waits for it as with queue
 """
 
 from __future__ import annotations
@@ -55,13 +57,22 @@ class Holding:
         self.store, self.conversation_id, self.holder = store, conversation_id, holder
         self.policy, self.clock = policy, clock
         self.stopped = False  # a cancel was asked for, or the lease was lost
+        self.lost = False
+        self.protected = False  # a side effect happened: a cancel no longer stops the turn
         self._done = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, daemon=True)
         self._beat.start()
 
     def check(self) -> None:
-        if self.stopped:
+        if self.lost or (self.stopped and not self.protected):
             raise TurnCancelled(self.conversation_id)
+
+    def protect(self) -> None:
+        """From now on the turn finishes even if a newer message asks it to stop: it has
+        started changing the world, and a half-done turn would hide what it changed. A cancel
+        asked for before this still stops it here."""
+        self.check()
+        self.protected = True
 
     def _heartbeat(self) -> None:
         while not self._done.wait(self.policy.heartbeat_s):
@@ -70,7 +81,9 @@ class Holding:
                                          self.clock())
             except Exception:  # noqa: BLE001 - a closed store: the turn is ending anyway
                 return
-            if not lease.granted or lease.cancel_requested:
+            if not lease.granted:
+                self.lost = self.stopped = True
+            elif lease.cancel_requested:
                 self.stopped = True
 
     def end(self) -> None:
