@@ -22,7 +22,11 @@ What is checked, from the database afterwards
     duplicates              user messages stored more than once (by client message id), plus
                             acknowledgements of one message with two different replies
     duplicated_answers      messages answered by more than one successful model call
-    duplicated_side_effects null: these turns call no side-effecting tool
+    duplicated_side_effects messages whose side effect took effect more than once. Each turn
+                            first calls a side-effecting ``ledger`` tool with the message, whose
+                            backing table applies an idempotency key once and logs every
+                            attempt: attempts above the applied count are replays that the key
+                            absorbed (at-least-once execution after a crash)
     readable                every conversation reads back whole
     answered_with_the_next  messages whose own turn died with the killed replica and that the
                             next turn answered with them in view (a retry returns that reply)
@@ -47,6 +51,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,11 +60,49 @@ import psycopg
 
 from threadline.calls import CallStatus
 from threadline.items import ItemKind
+from threadline.models.scripted import ScriptedModel, ToolCalls, echo_reply
+from threadline.request import Request
 from threadline.stores.postgres import PostgresStore, migrate
 from threadline.stores.verify import verify_conversation
+from threadline.turn.tools import Tool, ToolContext
 
 DEFAULT_URL = os.environ.get("THREADLINE_TEST_DATABASE_URL",
                              "postgresql://postgres@127.0.0.1:5432/test")
+
+
+LEDGER = """
+CREATE TABLE chaos_ledger (key text PRIMARY KEY, entry text NOT NULL);
+CREATE TABLE chaos_attempts (key text NOT NULL, entry text NOT NULL);
+"""
+
+
+def ledger(url: str) -> Tool:
+    """A side-effecting tool: the system behind it applies each idempotency key once (a
+    unique key) and logs every attempt, so replays show up without taking effect twice."""
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(url, min_size=1, max_size=4, open=True)
+
+    def record(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        with pool.connection() as conn, conn.transaction():
+            conn.execute("INSERT INTO chaos_attempts (key, entry) VALUES (%s, %s)",
+                         (context.idempotency_key, arguments["entry"]))
+            conn.execute("INSERT INTO chaos_ledger (key, entry) VALUES (%s, %s) "
+                         "ON CONFLICT (key) DO NOTHING", (context.idempotency_key,
+                                                          arguments["entry"]))
+        return "recorded"
+
+    return Tool("ledger", "Record the user's message in the ledger.",
+                {"type": "object", "required": ["entry"],
+                 "properties": {"entry": {"type": "string"}}}, record, side_effect=True)
+
+
+def record_then_reply(request: Request) -> str | ToolCalls:
+    """The replicas' model: a new user message goes to the ledger first, then gets a reply."""
+    last = request.messages[-1]
+    if last.role == "user":
+        return ToolCalls.of(("ledger", {"entry": last.content}))
+    return echo_reply(request)
 
 
 def serve_replica(url: str, port: int, token_delay_s: float) -> None:
@@ -67,11 +110,10 @@ def serve_replica(url: str, port: int, token_delay_s: float) -> None:
     import uvicorn
 
     from threadline.engine import Engine
-    from threadline.models.scripted import ScriptedModel
     from threadline.server.app import create_app
 
     engine = Engine(PostgresStore(url, max_connections=8), ScriptedModel(
-        token_delay_s=token_delay_s))
+        default=record_then_reply, token_delay_s=token_delay_s), tools=[ledger(url)])
     uvicorn.run(create_app(engine), host="127.0.0.1", port=port, log_level="error")
 
 
@@ -208,12 +250,18 @@ def check(url: str, run: Run) -> dict[str, Any]:
             lost += message is None or not reply_ok
             by_id[ack.client_msg_id] = ack.reply_seq
         mismatched = sum(by_id.get(a.client_msg_id) != a.reply_seq for a in run.rechecks)
+        with psycopg.connect(url) as conn:
+            applied = conn.execute("SELECT entry, count(*) FROM chaos_ledger GROUP BY entry"
+                                   ).fetchall()
+            attempts = conn.execute("SELECT count(*) FROM chaos_attempts").fetchone()
         return {
             "lost": lost,
             "forked": forked,
             "duplicates": sum(n - 1 for n in stored.values() if n > 1) + mismatched,
             "duplicated_answers": sum(n - 1 for n in answers.values() if n > 1),
-            "duplicated_side_effects": None,
+            "duplicated_side_effects": sum(n - 1 for _, n in applied if n > 1),
+            "side_effects_applied": sum(n for _, n in applied),
+            "side_effect_attempts": attempts[0] if attempts else 0,
             "readable": readable,
             "stored_messages": sum(stored.values()),
             "ending_unanswered": unanswered,
@@ -255,6 +303,8 @@ def main() -> None:
     processes: list[subprocess.Popen[bytes]] = []
     try:
         migrate(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(LEDGER)
         processes, bases = start_replicas(url, args.replicas, args.token_delay)
         conversations = [httpx.post(f"{bases[0]}/v1/conversations", json={}).json()["id"]
                          for _ in range(args.conversations)]

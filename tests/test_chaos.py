@@ -23,6 +23,7 @@ def test_a_killed_replica_loses_forks_and_duplicates_nothing(postgres_url: str) 
     report = json.loads(run.stdout)
     assert report["killed"] is not None and report["acknowledged"] > 0
     assert (report["lost"], report["forked"], report["duplicates"],
-            report["duplicated_answers"]) == (0, 0, 0, 0)
+            report["duplicated_answers"], report["duplicated_side_effects"]) == (0, 0, 0, 0, 0)
+    assert 0 < report["side_effects_applied"] <= report["side_effect_attempts"]
     assert report["readable"] and report["unacknowledged"] == 0
     assert report["acknowledged"] == report["messages"] == report["stored_messages"]
