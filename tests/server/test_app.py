@@ -221,3 +221,24 @@ def test_a_busy_conversation_answers_409_with_retry_after(store: Store) -> None:
     assert refused.json()["error"]["type"] == "TurnInProgress"
     assert [i.text for i in store.history(cid)][0] == "long one"
     assert "are you there?" not in [i.text for i in store.history(cid)]
+
+
+@pytest.mark.parametrize(("body", "headers", "status", "kind"), [
+    (b"{not json", {}, 422, "InvalidRequest"),
+    (b'{"text": 5}', {}, 422, "InvalidRequest"),
+    (b'{"text": "caf\xe9"}', {}, 400, "InvalidEncoding"),
+    (b'{"text": "' + b"x" * 3_000_000 + b'"}', {}, 413, "RequestTooLarge"),
+    (b'{"text": "hi"}', {"content-length": "99999999"}, 413, "RequestTooLarge"),
+    (b'{"text": "hi", "on_busy": "later"}', {}, 422, "InvalidRequest"),
+])
+def test_bad_bodies_get_a_json_error_and_write_nothing(
+        client: TestClient, store: Store, body: bytes, headers: dict[str, str], status: int,
+        kind: str) -> None:
+    cid = _new(client)
+    before = store.history(cid)
+    response = client.post(f"/v1/conversations/{cid}/messages", content=body,
+                           headers={"content-type": "application/json", **headers})
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["type"] == kind and "nothing was saved" in error["message"]
+    assert store.history(cid) == before

@@ -31,6 +31,7 @@ from threadline.errors import (
     TurnInProgress,
 )
 from threadline.items import format_time, new_id
+from threadline.server import guards
 from threadline.server.openai_compat import add_chat_completions
 from threadline.server.streams import (
     error_body,
@@ -69,6 +70,9 @@ def create_app(engine: Engine) -> FastAPI:
     app = FastAPI(title="threadline", version=__version__,
                   description="Durable, prompt-cache-aware multi-turn conversations.")
     store = engine.store
+    # JSON escaping can make a message's body several times its text; past this, nothing
+    # the handlers accept could be in it
+    guards.install(app, max_body_bytes=8 * engine.max_message_bytes + 64 * 1024)
 
     @app.exception_handler(ThreadlineError)
     def _error(_: Request, err: ThreadlineError) -> JSONResponse:
@@ -84,7 +88,8 @@ def create_app(engine: Engine) -> FastAPI:
         return store.conversation(cid).to_json()
 
     @app.get("/v1/conversations")
-    def list_conversations(limit: int | None = Query(default=None, ge=1)) -> list[Any]:
+    def list_conversations(limit: int | None = Query(default=None, ge=1, le=100_000)
+                           ) -> list[Any]:
         return [s.to_json() for s in store.conversations(limit=limit)]
 
     @app.get("/v1/conversations/{conversation_id}")

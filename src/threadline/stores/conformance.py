@@ -148,8 +148,9 @@ class StoreConformance:
                 read()
         with pytest.raises(UnknownBranch):
             store.history(cid, "no-such-branch")
-        with pytest.raises(UnknownItem):
-            store.item(cid, 99)
+        for seq in (99, 0, -1, 2**70):  # out of any integer column's range too
+            with pytest.raises(UnknownItem):
+                store.item(cid, seq)
         with pytest.raises(UnknownCall):
             store.call("call_nope")
 
@@ -204,9 +205,10 @@ class StoreConformance:
 
     def test_bad_forks_are_refused_and_write_nothing(self, store: Store) -> None:
         cid = _create(store, NewItem.user("1"))
-        with pytest.raises(UnknownItem):
-            store.commit(Commit(conversation_id=cid, created_at=_T0, branch="x",
-                                expected_head=9, fork=NewBranch("x", 9)))
+        for seq in (9, 2**70):
+            with pytest.raises(UnknownItem):
+                store.commit(Commit(conversation_id=cid, created_at=_T0, branch="x",
+                                    expected_head=seq, fork=NewBranch("x", seq)))
         store.commit(Commit(conversation_id=cid, created_at=_T0, branch="x", expected_head=1,
                             fork=NewBranch("x", 1)))
         with pytest.raises(InputError):

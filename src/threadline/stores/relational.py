@@ -56,7 +56,7 @@ _ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content,
 _CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
                  "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
                  "started_at, error, prefix_report, purpose")
-_NO_LIMIT = 2**62
+_NO_LIMIT = 2**62  # past any seq; also the bound a seq must be under to be looked up
 _REMEMBERED_BRANCHES = 32
 _REMEMBERED_BYTES = 64 * 2**20  # roughly: a few very long conversations, many short ones
 _REMEMBERED_ITEMS = 200_000      # items read before, kept per branch for the next read
@@ -199,8 +199,9 @@ class RelationalStore:
                              f"named {fork.name!r}", hint="choose another name")
         parent = None
         if fork.from_seq is not None:
-            row = db.one("SELECT branch FROM items WHERE conversation_id = ? AND seq = ?",
-                         (commit.conversation_id, fork.from_seq))
+            row = None if not 0 < fork.from_seq < _NO_LIMIT else db.one(
+                "SELECT branch FROM items WHERE conversation_id = ? AND seq = ?",
+                (commit.conversation_id, fork.from_seq))
             if row is None:
                 raise UnknownItem(commit.conversation_id, fork.from_seq)
             parent = row[0]
@@ -511,8 +512,9 @@ class RelationalStore:
                 self._history_items -= len(evicted)
 
     def item(self, conversation_id: str, seq: int) -> Item:
-        rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
-                          "AND seq = ?", (conversation_id, seq))
+        rows = [] if not 0 < seq < _NO_LIMIT else self._read(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND seq = ?",
+            (conversation_id, seq))
         if not rows:
             self.conversation(conversation_id)
             raise UnknownItem(conversation_id, seq)
