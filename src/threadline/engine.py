@@ -35,6 +35,7 @@ from threadline.errors import (
 )
 from threadline.items import Branch, Item, ItemKind, NewItem, format_time, utc_now
 from threadline.models.base import ModelBackend, OnText
+from threadline.render.openai import prompt_cache_key
 from threadline.request import Request, TailBlock, ToolSpec
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import MAIN, Commit, NewBranch, Store
@@ -189,19 +190,21 @@ class Engine:
 
     def request_for(self, conversation_id: str, branch: str = MAIN) -> Request:
         """The request the next call on a branch would send."""
-        return self.assembler(conversation_id)(self.store.history(conversation_id, branch))
+        return self.assembler(conversation_id, branch)(
+            self.store.history(conversation_id, branch))
 
-    def assembler(self, conversation_id: str) -> AssembleFor:
-        """This engine's assembly for a conversation, as a function of its items. Assembly is
-        pure; the clock is read here, at the edge, and only when the time goes into the
-        context (in the tail)."""
+    def assembler(self, conversation_id: str, branch: str = MAIN) -> AssembleFor:
+        """This engine's assembly for a conversation branch, as a function of its items.
+        Assembly is pure; the clock is read here, at the edge, and only when the time goes
+        into the context (in the tail)."""
         system = self.store.conversation(conversation_id).system
         tail = [TailBlock("current time", format_time(self.clock()))] \
             if self.time_in_context else []
+        cache_key = prompt_cache_key(conversation_id, branch)
 
         def assemble_for(history: Sequence[Item]) -> Request:
             return assemble(history, system=system, tools=self.tools, tail=tail,
-                            memo=self._memo)
+                            memo=self._memo, cache_key=cache_key)
         return assemble_for
 
     # -- compaction and constraints ------------------------------------------------------
@@ -213,7 +216,7 @@ class Engine:
         ``dry_run`` only say what that would do and cost. ``boundary``: a task just ended, so
         summarise everything up to the last completed turn."""
         return compact(self.store, conversation_id, branch,
-                       assemble_for=self.assembler(conversation_id), count=self.count,
+                       assemble_for=self.assembler(conversation_id, branch), count=self.count,
                        policy=self.policy or Policy(), clock=self.clock, reason="manual",
                        budget=budget, strategy=strategy, dry_run=dry_run, boundary=boundary,
                        extract=self._extractor(branch))
@@ -258,7 +261,7 @@ class Engine:
         policy = self.policy
         if policy is None:
             return head, None
-        assemble_for = self.assembler(head.conversation_id)
+        assemble_for = self.assembler(head.conversation_id, branch)
         history = self.store.history(head.conversation_id, branch)
         request = assemble_for(history)
         tokens = sum(n for _, n in request_tokens(request, self.count))

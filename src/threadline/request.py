@@ -110,6 +110,9 @@ class Request:
     # "auto": the model may call tools; "none": it must answer in text (the tool loop's last
     # call). The tools stay in the request either way, so its prefix does not change.
     tool_choice: str = "auto"
+    # stable per conversation branch: sent as ``prompt_cache_key``, and what routes the
+    # request to the serving machine that holds its prefix
+    cache_key: str | None = None
 
     @property
     def messages(self) -> list[Message]:

@@ -43,6 +43,9 @@ class Settings:
     system_prompt: str | None = None
     time_in_context: bool = False  # the current time, in the tail of every turn
     database_url: str | None = None  # PostgreSQL; None: the SQLite file under home
+    # the "openai" model: an OpenAI-compatible endpoint (or several, for affinity routing)
+    openai_base_urls: tuple[str, ...] = ()
+    openai_model: str | None = None
 
     @property
     def db_path(self) -> Path:
@@ -70,6 +73,11 @@ class Settings:
             settings = settings.with_(system_prompt=value)
         if value := environ.get("THREADLINE_DATABASE_URL"):
             settings = settings.with_(database_url=value)
+        if value := environ.get("THREADLINE_OPENAI_BASE_URLS"):
+            settings = settings.with_(openai_base_urls=tuple(
+                url.strip() for url in value.split(",") if url.strip()))
+        if value := environ.get("THREADLINE_OPENAI_MODEL"):
+            settings = settings.with_(openai_model=value)
         if value := environ.get("THREADLINE_TIME_IN_CONTEXT"):
             settings = settings.with_(time_in_context=value.lower() in ("1", "true", "yes"))
         return settings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from threadline.errors import InputError
@@ -20,8 +21,21 @@ def _scripted(settings: Settings) -> ModelBackend:
     return ScriptedModel()
 
 
+def _openai(settings: Settings) -> ModelBackend:
+    from threadline.models.openai_compat import OpenAICompatibleModel
+
+    if not settings.openai_base_urls or not settings.openai_model:
+        raise InputError("the openai model needs THREADLINE_OPENAI_BASE_URLS (one or more "
+                         "comma-separated endpoint URLs) and THREADLINE_OPENAI_MODEL",
+                         hint="e.g. THREADLINE_OPENAI_BASE_URLS=http://gpu-1:8000/v1,"
+                              "http://gpu-2:8000/v1 THREADLINE_OPENAI_MODEL=my-model")
+    return OpenAICompatibleModel(settings.openai_model, settings.openai_base_urls,
+                                 api_key=os.environ.get("OPENAI_API_KEY"))
+
+
 MODELS: dict[str, Callable[[Settings], ModelBackend]] = {
     "local": _local,
+    "openai": _openai,
     "scripted": _scripted,
 }
 

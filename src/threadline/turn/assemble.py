@@ -62,7 +62,7 @@ class MessageMemo:
 def assemble(history: Sequence[Item], *, system: str | None = None,
              tools: Sequence[ToolSpec] = (), pinned: Sequence[str] = (),
              static: Sequence[str] = (), tail: Sequence[TailBlock] = (),
-             memo: MessageMemo | None = None) -> Request:
+             memo: MessageMemo | None = None, cache_key: str | None = None) -> Request:
     """The request for the next model call on a branch whose items are ``history``, seen
     through its compaction events (``compaction.view``). ``pinned`` adds facts to pin beside
     the pinned constraints. ``memo`` only saves work: the request is the same without it."""
@@ -96,6 +96,7 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
                     tail_messages + _messages(current, view.cleared, memo)),
         ),
         compaction_seq=None if view.compaction is None else view.compaction.seq,
+        cache_key=cache_key,
     )
 
 
