@@ -19,6 +19,12 @@ What is measured
                      durable commits threadline makes, so the difference is threadline's own
                      work (hash chain, version check, call record) — the stricter comparison.
 
+    threadline-sql: threadline's own SQL statements for one exchange (captured from a
+    threadline exchange: the two transactions, the head read for the version check, the two
+    item inserts, the call-record insert), replayed with fresh keys on a database with
+    threadline's schema and no threadline code around them. What the schema and statements
+    cost by themselves: a ceiling for threadline, whatever its Python does.
+
 How
     For each durability (``full``, ``normal``) both sides get a fresh database in one temporary
     directory and an untimed warm-up; then rounds of ``--round`` exchanges alternate between the
@@ -97,6 +103,49 @@ class ThreadlineSide:
         self.store.close()
 
 
+class SqlReplaySide:
+    name = "threadline-sql"
+
+    def __init__(self, path: Path, durability: str) -> None:
+        side = ThreadlineSide(path, durability)
+        for _ in range(3):  # past the first call, whose request has no base to delta against
+            side.exchange()
+        self.store, self.conn = side.store, side.store._conn  # a benchmark may look inside
+        captured: list[tuple[str, tuple[object, ...]]] = []
+        execute = side.store._execute
+
+        def spy(sql: str, params: object = ()) -> sqlite3.Cursor:
+            captured.append((sql, tuple(params)))  # type: ignore[arg-type]
+            return execute(sql, params)  # type: ignore[arg-type]
+
+        side.store._execute = spy  # type: ignore[method-assign]
+        side.exchange()
+        side.store._execute = execute  # type: ignore[method-assign]
+        self.statements: list[tuple[str, tuple[object, ...]]] = [("BEGIN IMMEDIATE", ())]
+        for sql, params in captured:
+            self.statements.append((sql, params))
+            if sql == "COMMIT":
+                self.statements.append(("BEGIN IMMEDIATE", ()))
+        self.statements.pop()
+        self.n = 0
+
+    def exchange(self) -> float:
+        self.n += 1
+        seq = 10**9 + 2 * self.n
+        start = time.perf_counter()
+        for sql, params in self.statements:
+            if sql.startswith("INSERT INTO items"):  # fresh keys: the next two seqs
+                params = (params[0], seq, *params[2:9], None)
+                seq += 1
+            elif sql.startswith("INSERT INTO model_calls"):
+                params = (f"call_replay_{self.n}", *params[1:])
+            self.conn.execute(sql, params)
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.store.close()
+
+
 class RawSide:
     def __init__(self, path: Path, durability: str, *, record: str | None) -> None:
         self.name = "raw-2" if record is None else "raw-per-row"
@@ -134,7 +183,8 @@ def run_durability(durability: str, exchanges: int, round_size: int, warmup: int
         threadline = ThreadlineSide(Path(tmp) / "threadline.db", durability)
         record = call_record_json(threadline)
         sides = [threadline, RawSide(Path(tmp) / "raw2.db", durability, record=None),
-                 RawSide(Path(tmp) / "rawrow.db", durability, record=record)]
+                 RawSide(Path(tmp) / "rawrow.db", durability, record=record),
+                 SqlReplaySide(Path(tmp) / "replay.db", durability)]
         for side in sides:
             for _ in range(warmup):
                 side.exchange()
@@ -150,6 +200,7 @@ def run_durability(durability: str, exchanges: int, round_size: int, warmup: int
                 times[side.name].extend(batch)
                 spent[side.name] = sum(batch)
             round_ratios.append({raw: spent[raw] / spent["threadline"] for raw in RAW_SIDES})
+            round_ratios[-1]["ceiling"] = spent["raw-per-row"] / spent["threadline-sql"]
             done, r = done + size, r + 1
         for side in sides:
             side.close()
@@ -166,6 +217,9 @@ def run_durability(durability: str, exchanges: int, round_size: int, warmup: int
             "median_round_ratio": statistics.median(r[raw] for r in round_ratios),
             "p99_ratio": out["threadline"]["p99_ms"] / out[raw]["p99_ms"],
             "target_met": throughput >= TARGET_RATIO}
+    ceiling = out["threadline-sql"]["exchanges_per_s"] / out["raw-per-row"]["exchanges_per_s"]
+    out["ceiling"] = {"throughput_ratio": ceiling,
+                      "median_round_ratio": statistics.median(r["ceiling"] for r in round_ratios)}
     return out
 
 
@@ -201,17 +255,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"durable append: ingest + commit_reply of a ~1 KB exchange vs raw sqlite3 "
           f"(SQLite {sqlite3.sqlite_version})")
-    print(f"{'durability':<10} {'side':<12} {'exch/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'durability':<10} {'side':<14} {'exch/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     for res in results:
-        for name in ("threadline", *RAW_SIDES):
+        for name in ("threadline", *RAW_SIDES, "threadline-sql"):
             row = res[name]
-            print(f"{res['durability']:<10} {name:<12} {row['exchanges_per_s']:>9.0f} "
+            print(f"{res['durability']:<10} {name:<14} {row['exchanges_per_s']:>9.0f} "
                   f"{row['p50_ms']:>8.3f} {row['p99_ms']:>8.3f}")
         for raw, ratio in res["ratios"].items():
             verdict = "met" if ratio["target_met"] else "MISSED"
             print(f"{'':<10} threadline/{raw}: throughput {ratio['throughput_ratio']:.2f} "
                   f"(median per round {ratio['median_round_ratio']:.2f}; target >= "
                   f"{TARGET_RATIO}: {verdict}), p99 ratio {ratio['p99_ratio']:.2f}")
+        ceiling = res["ceiling"]
+        print(f"{'':<10} ceiling: threadline's SQL alone / raw-per-row: throughput "
+              f"{ceiling['throughput_ratio']:.2f} (median per round "
+              f"{ceiling['median_round_ratio']:.2f})")
     return 0
 
 

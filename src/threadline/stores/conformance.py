@@ -407,6 +407,16 @@ class StoreConformance:
                                                                   "three, edited"]
             assert [i.text for i in reader.history(cid)] == ["one", "two", "three"]
             writer.delete_conversation(cid)
+            # the reader still knows the branch: each write is refused all the same
+            for write in (
+                    lambda: reader.commit(Commit(conversation_id=cid, created_at=_T0,
+                                                 expected_head=3,
+                                                 items=[NewItem.note("late")])),
+                    lambda: reader.commit(Commit(conversation_id=cid, created_at=_T0,
+                                                 check_head=False,
+                                                 items=[NewItem.note("late")]))):
+                with pytest.raises(UnknownConversation):
+                    write()
             with pytest.raises(UnknownConversation):
                 reader.history(cid)
         finally:

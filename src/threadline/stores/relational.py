@@ -100,7 +100,9 @@ class RelationalStore:
 
     path: str
     CALL_ORDER: ClassVar[str]          # the column that orders calls as they were recorded
-    LOCK_CONVERSATION: ClassVar[str]   # the statement that makes a commit its conversation's
+    # the statement that makes a commit its conversation's only writer (None: the
+    # transaction already is, and a deleted conversation shows up as a foreign-key error)
+    LOCK_CONVERSATION: ClassVar[str | None]
     INTEGRITY_ERRORS: ClassVar[tuple[type[Exception], ...]]
 
     def __init__(self) -> None:
@@ -168,24 +170,37 @@ class RelationalStore:
                                      ) from err
                 db.run("INSERT INTO branches (conversation_id, name, created_at) "
                        "VALUES (?, ?, ?)", (spec.id, MAIN, created))
-            if db.one(self.LOCK_CONVERSATION, (cid,)) is None:
+            if self.LOCK_CONVERSATION is not None and \
+                    db.one(self.LOCK_CONVERSATION, (cid,)) is None:
                 raise UnknownConversation(cid)
-            if commit.fork is not None:
-                new_branch = self._insert_branch(db, commit, created)
-            last_seq, head = self._write_position(db, cid, commit.branch)
-            head_seq = None if head is None else head[0]
-            if commit.check_head and head_seq != commit.expected_head:
-                raise TurnSuperseded(cid, commit.branch, commit.expected_head, head_seq)
-            items = self._append_items(db, commit, last_seq + 1, head, created)
-            call = None
-            if commit.call is not None:
-                reply_seq = None
-                if commit.call_reply_index is not None:
-                    reply_seq = items[commit.call_reply_index].seq
-                call = self._insert_call(db, commit.call, reply_seq)
+            try:
+                if commit.fork is not None:
+                    new_branch = self._insert_branch(db, commit, created)
+                last_seq, head = self._write_position(db, cid, commit.branch)
+                head_seq = None if head is None else head[0]
+                if commit.check_head and head_seq != commit.expected_head:
+                    self._exists(db, cid)  # a conversation deleted meanwhile reads as empty
+                    raise TurnSuperseded(cid, commit.branch, commit.expected_head, head_seq)
+                items = self._append_items(db, commit, last_seq + 1, head, created)
+                call = None
+                if commit.call is not None:
+                    reply_seq = None
+                    if commit.call_reply_index is not None:
+                        reply_seq = items[commit.call_reply_index].seq
+                    call = self._insert_call(db, commit.call, reply_seq)
+            except self.INTEGRITY_ERRORS as err:
+                if self._violation(err) == "foreign_key":
+                    self._forget(cid)
+                    raise UnknownConversation(cid) from err
+                raise
         if call is not None and call.request is not None and call.purpose == "turn":
             self._remember(call, call.request)  # the next turn's request is stored against it
         return CommitResult(items=items, call=call, branch=new_branch)
+
+    def _exists(self, db: Session, conversation_id: str) -> None:
+        if db.one("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)) is None:
+            self._forget(conversation_id)
+            raise UnknownConversation(conversation_id)
 
     def _insert_branch(self, db: Session, commit: Commit, created: str) -> Branch:
         assert commit.fork is not None

@@ -28,7 +28,7 @@ class SQLiteStore(RelationalStore):
     """A :class:`~threadline.stores.base.Store` over one SQLite file."""
 
     CALL_ORDER = "rowid"
-    LOCK_CONVERSATION = "SELECT 1 FROM conversations WHERE id = ?"  # BEGIN IMMEDIATE holds all
+    LOCK_CONVERSATION = None  # BEGIN IMMEDIATE already holds the whole database
     INTEGRITY_ERRORS = (sqlite3.IntegrityError,)
 
     def __init__(self, path: str | os.PathLike[str], *,
