@@ -408,15 +408,12 @@ class StoreConformance:
             assert [i.text for i in reader.history(cid)] == ["one", "two", "three"]
             writer.delete_conversation(cid)
             # the reader still knows the branch: each write is refused all the same
-            for write in (
-                    lambda: reader.commit(Commit(conversation_id=cid, created_at=_T0,
-                                                 expected_head=3,
-                                                 items=[NewItem.note("late")])),
-                    lambda: reader.commit(Commit(conversation_id=cid, created_at=_T0,
-                                                 check_head=False,
-                                                 items=[NewItem.note("late")]))):
+            for late in (Commit(conversation_id=cid, created_at=_T0, expected_head=3,
+                                items=[NewItem.note("late")]),
+                         Commit(conversation_id=cid, created_at=_T0, check_head=False,
+                                items=[NewItem.note("late")])):
                 with pytest.raises(UnknownConversation):
-                    write()
+                    reader.commit(late)
             with pytest.raises(UnknownConversation):
                 reader.history(cid)
         finally:
