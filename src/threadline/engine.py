@@ -37,6 +37,8 @@ from threadline.items import Branch, Item, ItemKind, NewItem, format_time, utc_n
 from threadline.models.base import ModelBackend, OnText
 from threadline.render.openai import prompt_cache_key
 from threadline.request import Request, TailBlock, ToolSpec
+from threadline.rewrite import DEFAULT_DEADLINE_S, DETERMINISTIC, RewriteResult, Turn, race
+from threadline.rewrite.model import model_rewriter
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import MAIN, Commit, NewBranch, Store
 from threadline.turn.assemble import MessageMemo, assemble
@@ -206,6 +208,22 @@ class Engine:
             return assemble(history, system=system, tools=self.tools, tail=tail,
                             memo=self._memo, cache_key=cache_key)
         return assemble_for
+
+    # -- rewriting ------------------------------------------------------------------------
+
+    def rewrite(self, conversation_id: str, text: str, branch: str = MAIN, *,
+                deadline_s: float = DEFAULT_DEADLINE_S, use_model: bool = True) -> RewriteResult:
+        """``text`` as a standalone query given the branch's conversation: the deterministic
+        rewriter raced with this engine's model (unless ``use_model`` is False); the raw text
+        if neither gives a valid rewrite within ``deadline_s``."""
+        validate_text(text, max_bytes=self.max_message_bytes)
+        history = [Turn("user" if item.kind is ItemKind.USER else "assistant", item.text)
+                   for item in self.store.history(conversation_id, branch)
+                   if item.kind in (ItemKind.USER, ItemKind.ASSISTANT)]
+        rewriters = [DETERMINISTIC]
+        if use_model:
+            rewriters.append(model_rewriter(self.model, self._model_lock))
+        return race(rewriters, history, text, deadline_s=deadline_s)
 
     # -- compaction and constraints ------------------------------------------------------
 

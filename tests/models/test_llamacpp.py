@@ -91,3 +91,15 @@ def test_the_cli_runs_a_turn_with_the_local_model_across_processes(tmp_path: Pat
     # a fresh process has a cold KV cache; the history itself came from the log
     assert usage["cached_tokens"] == 0
     assert usage["prompt_tokens"] > first["usage"]["prompt_tokens"]  # type: ignore[index]
+
+
+def test_the_rewrite_hop_races_the_local_model_and_never_stalls(local: LlamaCppModel,
+                                                                store: SQLiteStore) -> None:
+    engine = Engine(store, local)
+    cid = engine.run_turn("Tell me about Marie Curie's research in 1898.").conversation_id
+    result = engine.rewrite(cid, "What did she discover that year?", deadline_s=1.0)
+    assert result.latency_ms < 1_500  # the deadline holds even while the model prefills
+    assert result.winner in ("deterministic", "model", "raw")
+    assert "1898" in result.rewritten or result.winner == "raw"
+    tight = engine.rewrite(cid, "And after that?", deadline_s=0.05)
+    assert tight.latency_ms < 500

@@ -20,6 +20,7 @@ from threadline.cli.conversations import conversations
 from threadline.cli.cost import cost
 from threadline.cli.db import db
 from threadline.cli.importer import import_
+from threadline.cli.rewrite import eval_, rewrite
 from threadline.cli.serve import serve
 from threadline.errors import ThreadlineError
 from threadline.settings import Settings
@@ -66,6 +67,8 @@ cli.add_command(constraints)
 cli.add_command(state)
 cli.add_command(serve)
 cli.add_command(db)
+cli.add_command(rewrite)
+cli.add_command(eval_)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,145 @@
+"""The rewriter that needs no model: it puts the nouns back and carries the anchors.
+
+A follow-up that already names what it is about (a name or identifier, and no pronoun or other
+pointer back) is left alone. Otherwise:
+
+- personal pronouns become the conversation's topic (the first name its opening message
+  gives); "they" in a conversation about a person becomes the subject of the last answer;
+- "the article" becomes the topic; "what else" after a short answer becomes "besides <answer>";
+- a relative year ("the year before", "the prior year") gets the year it is relative to and the
+  year it means;
+- what the antecedent was anchored by is carried along, in parentheses: the topic, names in
+  the last question, the first names of the last answer, its time anchors and section labels.
+
+Nothing is summarised and nothing is invented: every word added comes from the conversation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from threadline.rewrite.anchors import (
+    STOPWORDS,
+    content_words,
+    names,
+    sections,
+    time_anchors,
+)
+
+POINTERS = re.compile(r"\b(he|she|him|his|her|hers|they|them|their|theirs|it|its|this|that|these|"
+                      r"those|there|then|else|other|another|besides|before|after|next|same|"
+                      r"former|latter|previous|prior|earlier|later)\b", re.IGNORECASE)
+_RELATIVE_YEAR = re.compile(r"\b(the |a )?(year before|previous year|prior year|year earlier|"
+                            r"preceding year|last year)\b", re.IGNORECASE)
+_PERSONAL = re.compile(r"\b(he|she|his|her|him|hers)\b", re.IGNORECASE)
+_ARTICLE = re.compile(r"\b(this|the) article\b", re.IGNORECASE)
+_MORE = re.compile(r"\b(else|other|besides|another)\b", re.IGNORECASE)
+_YEAR = re.compile(r"(?:(FY|CY)\s?'?)?((?:1[5-9]|20)\d\d)\b")
+_SUBJECT = re.compile(r"^\W*([A-Z][\w'’\-.]*(?:\s+(?:(?:and|of|the|de|van|von|&)\s+)?"
+                      r"[A-Z][\w'’\-.]*)*)")
+_QUOTED = re.compile(r'("[^"]*"|“[^”]*”)')
+_CARRIED_FROM_ANSWER = 3  # names from the last answer that travel with a follow-up
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str  # "user" or "assistant"
+    text: str
+
+
+def rewrite(history: Sequence[Turn], text: str) -> str:
+    """``text`` as a standalone query, given the conversation before it."""
+    if not history:
+        return text
+    if not POINTERS.search(text) and names(text[1:]):
+        return text  # already names what it is about
+    opening = next((t.text for t in history if t.role == "user"), history[0].text)
+    topics = names(opening)
+    topic = topics[0] if topics else None
+    last_question = next((t.text for t in reversed(history) if t.role == "user"), "")
+    last_answer = history[-1].text if history[-1].role == "assistant" else ""
+    person = any(_PERSONAL.search(t.text) for t in history) or bool(_PERSONAL.search(text))
+    subject = _subject(last_answer)
+    out = _resolve(text, topic, subject if person else None)
+    end = "?" if text.rstrip().endswith("?") else ""
+    if _MORE.search(text) and last_answer and len(last_answer.split()) <= 8:
+        out = out.rstrip(" ?.!") + f" besides {last_answer.strip(' .')}" + end
+    carried = _carry(out, text, topics, last_question, last_answer)
+    if carried:
+        out = out.rstrip(" ?.!") + " (" + ", ".join(carried) + ")" + end
+    return out
+
+
+def _subject(answer: str) -> str | None:
+    match = _SUBJECT.match(answer)
+    if match is None or match.group(1).split()[0].lower() in STOPWORDS:
+        return None
+    return match.group(1).rstrip(".")
+
+
+def _resolve(text: str, topic: str | None, plural: str | None) -> str:
+    """Pronouns replaced by what they point at, where that is clear; quoted text is left as
+    it is."""
+    if topic is None:
+        return text
+    named = bool(content_words(topic) & content_words(text))
+    pieces = _QUOTED.split(text)
+    return "".join(piece if n % 2 else _resolve_words(_ARTICLE.sub(topic, piece), topic,
+                                                       plural, named, text)
+                   for n, piece in enumerate(pieces))
+
+
+def _resolve_words(text: str, topic: str, plural: str | None, named: bool,
+                   whole: str) -> str:
+    parts = re.split(r"(\W+)", text)
+    out = []
+    for i, part in enumerate(parts):
+        low = part.lower()
+        following = parts[i + 2] if i + 2 < len(parts) else ""
+        if low in ("he", "she", "him") and not named:
+            out.append(topic)
+        elif low in ("his", "hers") and not named:
+            out.append(topic + "'s")
+        elif low == "her" and not named:
+            possessive = following[:1].isalpha() and following.lower() not in STOPWORDS
+            out.append(topic + "'s" if possessive else topic)
+        elif low in ("they", "them", "their"):
+            target = plural if plural is not None else (None if named else topic)
+            if target is None or target.lower() in whole.lower():
+                out.append(part)
+            else:
+                out.append(target + "'s" if low == "their" else target)
+        else:
+            out.append(part)
+    return "".join(out)
+
+
+def _carry(out: str, text: str, topics: list[str], last_question: str,
+           last_answer: str) -> list[str]:
+    """Anchors of the antecedent that the rewrite does not have yet, in order."""
+    candidates = [*topics, *names(last_question), *names(last_answer)[:_CARRIED_FROM_ANSWER],
+                  *sections(last_question), *sections(last_answer)]
+    times = time_anchors(last_question) + time_anchors(last_answer)
+    candidates += times[:1]
+    if _RELATIVE_YEAR.search(text) and times:
+        before = _year_before(times[0])
+        if before:
+            candidates.append(before)
+    have = content_words(out)
+    carried: list[str] = []
+    for candidate in candidates:
+        words = content_words(candidate) or {candidate.casefold()}
+        if not words <= have:
+            carried.append(candidate)
+            have |= words
+    return carried
+
+
+def _year_before(anchor: str) -> str | None:
+    match = _YEAR.search(anchor)
+    if match is None:
+        return None
+    prefix = match.group(1) or ""
+    return f"{prefix}{int(match.group(2)) - 1}"
