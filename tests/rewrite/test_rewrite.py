@@ -115,7 +115,7 @@ def test_the_model_rewriter_parses_and_stops_when_the_race_is_over() -> None:
     model = ScriptedModel(["Rewrite: When did Zappa and the Mothers of Invention disband?"])
     result = race([model_rewriter(model)], ZAPPA, "When did they disband?")
     assert result.winner == "model"
-    assert "When did Zappa and the Mothers of Invention disband?" == result.rewritten
+    assert result.rewritten == "When did Zappa and the Mothers of Invention disband?"
     slow = ScriptedModel(["one two three four five six seven eight nine ten"],
                          token_delay_s=0.05)
     began = time.perf_counter()
