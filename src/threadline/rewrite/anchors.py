@@ -26,7 +26,7 @@ _YEAR = r"\b(?:1[5-9]\d\d|20\d\d)s?\b"
 _NUMBER = r"[$€£¥]?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|percent|bn|billion|million|m|k|x))?(?![\w.])"
 _IDENTIFIER = r"\b(?=[A-Za-z0-9\-_./]*\d)(?=[A-Za-z0-9\-_./]*[A-Za-z])[A-Za-z0-9][\w\-./]*\w\b|" \
               r"\b[A-Z]{2,}(?:[\-&][A-Z0-9]+)*\b"
-_NAME_WORD = r"[A-Z][\w'’\-]*"
+_NAME_WORD = r"(?<![\w'’])[A-Z][\w'’\-]*"
 _NAME = (rf"{_NAME_WORD}(?:\s+(?:(?:of|the|and|de|da|van|von|der|la|le|du|&)\s+){{0,2}}"
          rf"{_NAME_WORD})*")
 
@@ -43,7 +43,7 @@ had having i me my mine we us our you your he him his she her it its they them t
 these those what which who whom whose when where why how there here all any both each few more
 most other some such only own same too very can will just should would could may might must
 shall don now also else like get got go went make made one two first last next new tell please
-give show list describe explain compare say said see yes ok okay hi hello thanks thank let
+give show list describe explain compare say said see yes ok okay hi hello thanks thank let besides
 lets
 """
 STOPWORDS = frozenset(_STOPWORDS_TEXT.split())

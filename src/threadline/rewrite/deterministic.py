@@ -39,6 +39,8 @@ _MORE = re.compile(r"\b(else|other|besides|another)\b", re.IGNORECASE)
 _YEAR = re.compile(r"(?:(FY|CY)\s?'?)?((?:1[5-9]|20)\d\d)\b")
 _SUBJECT = re.compile(r"^\W*([A-Z][\w'’\-.]*(?:\s+(?:(?:and|of|the|de|van|von|&)\s+)?"
                       r"[A-Z][\w'’\-.]*)*)")
+_NON_ANSWER = re.compile(r"\W*(i don'?t know|unknown|no answer|cannotanswer|not sure)\b",
+                        re.IGNORECASE)
 _QUOTED = re.compile(r'("[^"]*"|“[^”]*”)')
 _CARRIED_FROM_ANSWER = 3  # names from the last answer that travel with a follow-up
 
@@ -64,7 +66,8 @@ def rewrite(history: Sequence[Turn], text: str) -> str:
     subject = _subject(last_answer)
     out = _resolve(text, topic, subject if person else None)
     end = "?" if text.rstrip().endswith("?") else ""
-    if _MORE.search(text) and last_answer and len(last_answer.split()) <= 8:
+    if _MORE.search(text) and last_answer and len(last_answer.split()) <= 8 \
+            and not _NON_ANSWER.match(last_answer):
         out = out.rstrip(" ?.!") + f" besides {last_answer.strip(' .')}" + end
     carried = _carry(out, text, topics, last_question, last_answer)
     if carried:
@@ -76,7 +79,7 @@ def _subject(answer: str) -> str | None:
     match = _SUBJECT.match(answer)
     if match is None or match.group(1).split()[0].lower() in STOPWORDS:
         return None
-    return match.group(1).rstrip(".")
+    return re.sub(r"['’]s?$", "", match.group(1).rstrip("."))
 
 
 def _resolve(text: str, topic: str | None, plural: str | None) -> str:
