@@ -37,7 +37,15 @@ from threadline.items import Branch, Item, ItemKind, NewItem, format_time, utc_n
 from threadline.models.base import ModelBackend, OnText
 from threadline.render.openai import prompt_cache_key
 from threadline.request import Request, TailBlock, ToolSpec
-from threadline.rewrite import DEFAULT_DEADLINE_S, DETERMINISTIC, RewriteResult, Turn, race
+from threadline.retrieval.corpus import Corpus
+from threadline.rewrite import (
+    DEFAULT_DEADLINE_S,
+    DETERMINISTIC,
+    Rewriter,
+    RewriteResult,
+    Turn,
+    race,
+)
 from threadline.rewrite.model import model_rewriter
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import MAIN, Commit, NewBranch, Store
@@ -46,6 +54,7 @@ from threadline.turn.call import call_model
 from threadline.turn.commit import commit_reply, record_failure, sent_request
 from threadline.turn.ingest import ingest, validate_text
 from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold
+from threadline.turn.retrieve import retrieval_of, retrieve
 from threadline.turn.tools import (
     Tool,
     Toolbox,
@@ -92,11 +101,15 @@ class Engine:
                  time_in_context: bool = False,
                  policy: Policy | None = None, count: Count | None = None,
                  model_extraction: bool = False, lease: LeasePolicy = DEFAULT_LEASE,
+                 corpora: Corpus | None = None,
+                 rewrite_deadline_s: float = DEFAULT_DEADLINE_S,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.store = store
         self.model = model
         self.system = system
         self.toolbox = Toolbox(tools, tool_limits or ToolLimits())  # the tool loop's harness
+        self.corpora = corpora  # what run_turn(corpus=...) searches
+        self.rewrite_deadline_s = rewrite_deadline_s
         self.tools = self.toolbox.specs
         self.max_message_bytes = max_message_bytes
         self.clock = clock
@@ -112,29 +125,47 @@ class Engine:
 
     def run_turn(self, text: str, *, conversation_id: str | None = None, branch: str = MAIN,
                  client_msg_id: str | None = None, on_text: OnText | None = None,
-                 on_busy: str | None = None) -> TurnResult:
+                 on_busy: str | None = None, corpus: str | None = None) -> TurnResult:
         """Append the user's message, call the model on the branch, append its reply. In an
         existing conversation the turn holds its lease; ``on_busy`` (queue, reject, cancel;
-        default: the engine's) says what to do while another turn holds it."""
+        default: the engine's) says what to do while another turn holds it. With ``corpus``
+        the message is rewritten into a standalone query first and the passages it finds
+        there are shown to the model, to cite by id."""
+        if corpus is not None and self.corpora is None:
+            raise InputError("this engine has no corpus to search",
+                             hint="create the engine with corpora=Corpus(store)")
         if conversation_id is None:  # a new conversation: nobody else can be answering it
-            return self._turn(text, None, branch, client_msg_id, on_text, None)
+            return self._turn(text, None, branch, client_msg_id, on_text, None, corpus)
         validate_text(text, max_bytes=self.max_message_bytes)  # refused before any wait
         self.store.head(conversation_id, branch)  # unknown ids fail before any wait
         policy = self.lease if on_busy is None else replace(self.lease, on_busy=on_busy)
         with hold(self.store, conversation_id, policy) as holding:
-            return self._turn(text, conversation_id, branch, client_msg_id, on_text, holding)
+            return self._turn(text, conversation_id, branch, client_msg_id, on_text, holding,
+                              corpus)
 
     def _turn(self, text: str, conversation_id: str | None, branch: str,
               client_msg_id: str | None, on_text: OnText | None,
-              holding: Holding | None) -> TurnResult:
+              holding: Holding | None, corpus: str | None = None) -> TurnResult:
         if conversation_id is not None:  # a turn that died mid-loop: its decided calls run
             self._run_pending(conversation_id, branch, holding)
+        found = None
+        if corpus is not None:  # before anything is written: a query can be refused
+            assert self.corpora is not None
+            validate_text(text, max_bytes=self.max_message_bytes)
+            history = [] if conversation_id is None else \
+                self.store.history(conversation_id, branch)
+            found = retrieve(self.corpora, corpus, history, text, rewriters=self._rewriters(),
+                             deadline_s=self.rewrite_deadline_s)
         ingested = ingest(self.store, text, clock=self.clock, max_bytes=self.max_message_bytes,
                           conversation_id=conversation_id, branch=branch,
                           client_msg_id=client_msg_id, system=self.system)
         if ingested.reply is not None:
             return self._finished(ingested.message, ingested.reply)
         head = None
+        if found is not None and retrieval_of(self.store.history(
+                ingested.conversation_id, ingested.branch), ingested.message) is None:
+            head = _append(self.store, ingested.conversation_id, ingested.branch, self.clock,
+                           found)
         if not ingested.created:
             head = self.store.head(ingested.conversation_id, ingested.branch)
             # the retried message is still the open turn (perhaps with tool calls after it)
@@ -220,10 +251,12 @@ class Engine:
         history = [Turn("user" if item.kind is ItemKind.USER else "assistant", item.text)
                    for item in self.store.history(conversation_id, branch)
                    if item.kind in (ItemKind.USER, ItemKind.ASSISTANT)]
-        rewriters = [DETERMINISTIC]
-        if use_model:
-            rewriters.append(model_rewriter(self.model, self._model_lock))
-        return race(rewriters, history, text, deadline_s=deadline_s)
+        return race(self._rewriters(use_model), history, text, deadline_s=deadline_s)
+
+    def _rewriters(self, use_model: bool = True) -> list[Rewriter]:
+        if not use_model:
+            return [DETERMINISTIC]
+        return [DETERMINISTIC, model_rewriter(self.model, self._model_lock)]
 
     # -- compaction and constraints ------------------------------------------------------
 

@@ -126,6 +126,13 @@ class UnknownCall(NotFound):
         )
 
 
+class UnknownCorpus(NotFound):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no corpus named {name!r}",
+                         hint="list corpora with: threadline corpus list; add one with: "
+                              "threadline corpus add NAME PATH...")
+
+
 class StoreError(ThreadlineError):
     exit_code = 4
 

@@ -34,11 +34,13 @@ class ItemKind(StrEnum):
     CONSTRAINT = "constraint"                  # a standing instruction, with its provenance
     CONSTRAINT_REMOVED = "constraint_removed"  # the user withdrew one
     WORKING_STATE = "working_state"            # the task's goal, plan, decisions, facts
+    RETRIEVAL = "retrieval"                    # a turn's rewritten query and its passages
 
 
 # Kinds that steer what the model sees without being messages themselves.
 CONTROL_KINDS = frozenset({ItemKind.NOTE, ItemKind.COMPACTION, ItemKind.CONSTRAINT,
-                           ItemKind.CONSTRAINT_REMOVED, ItemKind.WORKING_STATE})
+                           ItemKind.CONSTRAINT_REMOVED, ItemKind.WORKING_STATE,
+                           ItemKind.RETRIEVAL})
 
 
 # Required content fields per kind, and their JSON types. Extra fields are allowed and kept.
@@ -52,6 +54,7 @@ _REQUIRED: dict[ItemKind, dict[str, type | tuple[type, ...]]] = {
     ItemKind.CONSTRAINT: {"text": str, "source": str},
     ItemKind.CONSTRAINT_REMOVED: {"constraint_seq": int},
     ItemKind.WORKING_STATE: {"state": dict},
+    ItemKind.RETRIEVAL: {"raw": str, "query": str, "passages": list},
 }
 
 

@@ -17,6 +17,7 @@ from threadline.cli.calls import calls
 from threadline.cli.chat import chat
 from threadline.cli.compaction import compact, constraints, context, state
 from threadline.cli.conversations import conversations
+from threadline.cli.corpus import ask, corpus
 from threadline.cli.cost import cost
 from threadline.cli.db import db
 from threadline.cli.importer import import_
@@ -69,6 +70,8 @@ cli.add_command(serve)
 cli.add_command(db)
 cli.add_command(rewrite)
 cli.add_command(eval_)
+cli.add_command(corpus)
+cli.add_command(ask)
 
 
 def main(argv: list[str] | None = None) -> None:

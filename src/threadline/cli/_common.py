@@ -10,21 +10,34 @@ import click
 
 from threadline.compaction.plan import policy_for
 from threadline.engine import Engine
+from threadline.errors import InputError
 from threadline.models import ModelBackend, create_model
+from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
-from threadline.stores import Store, open_store
+from threadline.stores import SQLiteStore, Store, open_store
 
 
 @dataclass
 class Context:
     settings: Settings
     _store: Store | None = field(default=None, repr=False)
+    _corpora: Corpus | None = field(default=None, repr=False)
 
     def store(self) -> Store:
         if self._store is None:
             self._store = open_store(self.settings)
             click.get_current_context().call_on_close(self._store.close)
         return self._store
+
+    def corpora(self) -> Corpus:
+        """The corpora kept beside the log (SQLite only, for now)."""
+        store = self.store()
+        if not isinstance(store, SQLiteStore):
+            raise InputError("corpora live in the SQLite store for now",
+                             hint="unset THREADLINE_DATABASE_URL to use a corpus")
+        if self._corpora is None:
+            self._corpora = Corpus(store)
+        return self._corpora
 
     def model(self, name: str | None = None) -> ModelBackend:
         return create_model(name or self.settings.model, self.settings)
@@ -34,7 +47,8 @@ class Context:
         settings = self.settings
         return Engine(self.store(), model, system=system or settings.system_prompt,
                       max_message_bytes=settings.max_message_bytes,
-                      time_in_context=settings.time_in_context, policy=policy_for(model))
+                      time_in_context=settings.time_in_context, policy=policy_for(model),
+                      corpora=self._corpora)
 
 
 pass_context = click.make_pass_decorator(Context)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import Any
 
 import click
 
@@ -14,6 +15,7 @@ from threadline.items import ItemKind
 from threadline.models import MODELS
 from threadline.stores import MAIN
 from threadline.turn.ingest import decode_utf8, validate_text
+from threadline.turn.retrieve import retrieval_of
 
 _HELP = """commands:
   /retry   answer the last message again (after a failed or cancelled turn)
@@ -35,11 +37,14 @@ _HELP = """commands:
               help="Send one message (- reads it from stdin), print the reply and exit.")
 @click.option("--client-msg-id", metavar="X",
               help="With --once: an id for the message; resending it returns the first result.")
+@click.option("--corpus", metavar="NAME",
+              help="Answer from this corpus: each message is rewritten into a standalone "
+                   "query and the passages it finds are shown to the model, to cite by id.")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print one JSON object.")
 @pass_context
 def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
          model_name: str | None, system: str | None, once: str | None,
-         client_msg_id: str | None, as_json: bool) -> None:
+         client_msg_id: str | None, corpus: str | None, as_json: bool) -> None:
     """Talk to the model; every turn is saved as it happens."""
     if new and conversation_id:
         raise click.UsageError("--new and --conversation exclude each other")
@@ -55,35 +60,54 @@ def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
     if conversation_id is not None:
         store.conversation(conversation_id)
         store.head(conversation_id, branch)  # unknown branches fail here, not mid-turn
+    if corpus is not None:
+        ctx.corpora().search_ready(corpus)  # an unknown corpus fails before anything else
     engine = ctx.engine(model, system=system)
     if text is not None:
-        _once(engine, text, conversation_id, branch, client_msg_id, as_json)
+        _once(engine, text, conversation_id, branch, client_msg_id, as_json, corpus)
         return
     if conversation_id is None and not new:
         latest = store.conversations(limit=1)
         conversation_id = latest[0].conversation.id if latest else None
-    click.get_current_context().exit(_Session(engine, conversation_id, branch).run())
+    click.get_current_context().exit(_Session(engine, conversation_id, branch, corpus).run())
 
 
 def _once(engine: Engine, text: str, conversation_id: str | None, branch: str,
-          client_msg_id: str | None, as_json: bool) -> None:
+          client_msg_id: str | None, as_json: bool, corpus: str | None = None) -> None:
     def stream(piece: str) -> None:
         click.echo(piece, nl=False)
         sys.stdout.flush()
 
     result = engine.run_turn(text, conversation_id=conversation_id, branch=branch,
-                             client_msg_id=client_msg_id, on_text=None if as_json else stream)
+                             client_msg_id=client_msg_id, on_text=None if as_json else stream,
+                             corpus=corpus)
     if as_json:
-        emit_json(result.to_json())
+        emit_json(turn_json(engine, result))
     elif result.deduplicated:
         click.echo(result.reply.text)
     else:
         click.echo()
 
 
+def turn_json(engine: Engine, result: TurnResult) -> dict[str, Any]:
+    """A turn as JSON, with its rewritten query and passages when it searched a corpus."""
+    out = result.to_json()
+    found = retrieval_of(engine.store.history(result.conversation_id, result.branch),
+                         result.message)
+    if found is not None:
+        content = found.content
+        out["retrieval"] = {"raw": content["raw"], "query": content["query"],
+                            "winner": content.get("winner"),
+                            "latency_ms": content.get("latency_ms"), "corpus": content["corpus"],
+                            "passages": content["passages"], "seq": found.seq}
+    return out
+
+
 class _Session:
-    def __init__(self, engine: Engine, conversation_id: str | None, branch: str) -> None:
+    def __init__(self, engine: Engine, conversation_id: str | None, branch: str,
+                 corpus: str | None = None) -> None:
         self.engine = engine
+        self.corpus = corpus
         self.conversation_id = conversation_id
         self.branch = branch
         self.rejected = 0
@@ -158,7 +182,8 @@ class _Session:
                 result = self.engine.answer(self.conversation_id, self.branch, on_text=stream)
             else:
                 result = self.engine.run_turn(text, conversation_id=self.conversation_id,
-                                              branch=self.branch, on_text=stream)
+                                              branch=self.branch, on_text=stream,
+                                              corpus=self.corpus)
         except KeyboardInterrupt:
             click.echo("\n(cancelled; the turn is saved as failed — /retry answers it)")
             return

@@ -62,8 +62,8 @@ def eval_() -> None:
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
               help="The model rewriter's backend. Default: $THREADLINE_MODEL, else local.")
 @click.option("--model-limit", type=click.IntRange(0), default=100, show_default=True,
-              help="Examples for the model rewriter and the race (the model is slow); "
-                   "0 skips them.")
+              help="Examples for the model rewriter alone (it is slow on a CPU); the race "
+                   "runs on all. 0 skips both.")
 @_DEADLINE
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
@@ -80,7 +80,7 @@ def canard(ctx: Context, file: Path, limit: int | None, model_name: str | None,
         engine = ctx.engine(ctx.model(model_name))
         model = model_rewriter(engine.model, engine._model_lock)
         attempts["model"] = (subset, _model_alone(model.run))
-        attempts["race"] = (subset, _raced([DETERMINISTIC, model], deadline))
+        attempts["race"] = (examples, _raced([DETERMINISTIC, model], deadline))
     report: dict[str, Any] = {"file": str(file), "examples": len(examples),
                               "deadline_s": deadline, "rewriters": {}}
     for name, (chosen, attempt) in attempts.items():
@@ -89,7 +89,7 @@ def canard(ctx: Context, file: Path, limit: int | None, model_name: str | None,
     if as_json:
         emit_json(report)
         return
-    click.echo(f"{file}: {len(examples)} examples (model and race: {len(subset)})")
+    click.echo(f"{file}: {len(examples)} examples (the model alone: {len(subset)})")
     click.echo(f"{'rewriter':<14} {'n':>5} {'recall':>7} {'no-op':>7} {'preserve':>9} "
                f"{'p50 ms':>9} {'p99 ms':>9} {'raw':>6}")
     for name, row in report["rewriters"].items():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 
 from threadline.models.base import ModelBackend
 from threadline.request import Message, Request, Segment, SegmentKind, Stability
@@ -49,21 +48,27 @@ def parse(output: str) -> str | None:
     return None
 
 
-def model_rewriter(model: ModelBackend,
-                   lock: AbstractContextManager[object] | None = None) -> Rewriter:
-    """A rewriter over ``model``; ``lock`` serialises it with the backend's other calls."""
+def model_rewriter(model: ModelBackend, lock: threading.Lock | None = None) -> Rewriter:
+    """A rewriter over ``model``; ``lock`` serialises it with the backend's other calls (it
+    gives up waiting for the lock as soon as the race is decided)."""
     def run(history: Sequence[Turn], text: str, cancelled: threading.Event) -> str | None:
         def each(piece: str) -> None:
             if cancelled.is_set():
                 raise _Stop()
 
-        with lock if lock is not None else nullcontext():
+        if lock is not None:
+            while not lock.acquire(timeout=0.02):
+                if cancelled.is_set():
+                    return None
+        try:
             if cancelled.is_set():
                 return None
-            try:
-                completion = model.complete(prompt(history, text), on_text=each)
-            except _Stop:
-                return None
+            completion = model.complete(prompt(history, text), on_text=each)
+        except _Stop:
+            return None
+        finally:
+            if lock is not None:
+                lock.release()
         return parse(completion.text)
 
     return Rewriter("model", run)

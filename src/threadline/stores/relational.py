@@ -146,6 +146,11 @@ class RelationalStore:
         with self._connect() as execute:
             yield Session(execute, writing=False)
 
+    def session(self, *, write: bool = False) -> AbstractContextManager[Session]:
+        """A transaction (``write``) or a read on this store's database, for parts that keep
+        tables of their own beside the log (the retrieval corpus)."""
+        return self._transaction() if write else self._reading()
+
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._reading() as db:
             return db.all(sql, params)

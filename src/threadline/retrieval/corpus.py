@@ -1,0 +1,178 @@
+"""A user's documents, searchable: the corpus kept beside the log in the SQLite database.
+
+Documents are chunked with stable ids (``chunks``) and indexed with SQLite FTS5 (BM25, Unicode
+tokens, diacritics folded). A search ranks chunks by BM25 with ties broken by chunk id, so the
+same query over the same corpus always returns the same passages in the same order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from threadline.errors import InputError, StoreError, UnknownCorpus
+from threadline.items import format_time, utc_now
+from threadline.retrieval.chunks import chunk, document_id
+from threadline.rewrite.anchors import content_words, must_preserve
+from threadline.stores.relational import Session
+from threadline.stores.sqlite import SQLiteStore
+
+_FTS = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS corpus_fts USING fts5(text, content='corpus_chunks', "
+    "content_rowid='id', tokenize='unicode61 remove_diacritics 2')",
+    "CREATE TRIGGER IF NOT EXISTS corpus_chunks_added AFTER INSERT ON corpus_chunks BEGIN "
+    "INSERT INTO corpus_fts (rowid, text) VALUES (new.id, new.text); END",
+    "CREATE TRIGGER IF NOT EXISTS corpus_chunks_removed AFTER DELETE ON corpus_chunks BEGIN "
+    "INSERT INTO corpus_fts (corpus_fts, rowid, text) VALUES ('delete', old.id, old.text); END",
+)
+
+
+@dataclass(frozen=True)
+class Document:
+    source: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Passage:
+    chunk_id: str
+    source: str
+    text: str
+    sentences: tuple[tuple[str, str], ...]  # (sentence id, text)
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.chunk_id, "source": self.source, "text": self.text}
+
+
+@dataclass(frozen=True)
+class CorpusInfo:
+    name: str
+    documents: int
+    chunks: int
+    bytes: int
+    created_at: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "documents": self.documents, "chunks": self.chunks,
+                "bytes": self.bytes, "created_at": self.created_at}
+
+
+@dataclass(frozen=True)
+class Added:
+    corpus: str
+    documents: int
+    chunks: int
+    unchanged: list[str]  # sources whose text the corpus already had
+
+    def to_json(self) -> dict[str, object]:
+        return {"corpus": self.corpus, "documents": self.documents, "chunks": self.chunks,
+                "unchanged": self.unchanged}
+
+
+class Corpus:
+    """The corpora of one SQLite store."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        try:
+            with store.session(write=True) as db:
+                for statement in _FTS:
+                    db.run(statement)
+        except StoreError as err:
+            if "fts5" not in str(err).lower():
+                raise
+            raise StoreError(f"this Python's SQLite cannot index text ({err})",
+                             hint="use a Python built with SQLite FTS5") from err
+
+    def add(self, name: str, documents: Iterable[Document], *,
+            progress: Callable[[int], None] | None = None) -> Added:
+        """Add documents to corpus ``name`` (created if new), all in one transaction."""
+        _check_name(name)
+        added = chunks = 0
+        unchanged = []
+        now = format_time(utc_now())
+        with self.store.session(write=True) as db:
+            db.run("INSERT INTO corpora (name, created_at) VALUES (?, ?) "
+                   "ON CONFLICT (name) DO NOTHING", (name, now))
+            for document in documents:
+                doc = document_id(document.text)
+                if db.one("SELECT 1 FROM corpus_documents WHERE corpus = ? AND doc_id = ?",
+                          (name, doc)):
+                    unchanged.append(document.source)
+                    continue
+                db.run("INSERT INTO corpus_documents (corpus, doc_id, source, bytes, added_at)"
+                       " VALUES (?, ?, ?, ?, ?)", (name, doc, document.source,
+                                                   len(document.text.encode("utf-8")), now))
+                for piece in chunk(document.text):
+                    db.run("INSERT INTO corpus_chunks (corpus, doc_id, chunk_id, sentences, "
+                           "text) VALUES (?, ?, ?, ?, ?)",
+                           (name, doc, piece.id,
+                            json.dumps([[s.id, s.text] for s in piece.sentences],
+                                       ensure_ascii=False), piece.text))
+                    chunks += 1
+                added += 1
+                if progress is not None:
+                    progress(1)
+        return Added(name, added, chunks, unchanged)
+
+    def corpora(self) -> list[CorpusInfo]:
+        with self.store.session() as db:
+            rows = db.all(
+                "SELECT c.name, c.created_at,"
+                " (SELECT count(*) FROM corpus_documents d WHERE d.corpus = c.name),"
+                " (SELECT count(*) FROM corpus_chunks k WHERE k.corpus = c.name),"
+                " (SELECT coalesce(sum(bytes), 0) FROM corpus_documents d"
+                "  WHERE d.corpus = c.name) FROM corpora c ORDER BY c.name")
+        return [CorpusInfo(r[0], r[2], r[3], r[4], r[1]) for r in rows]
+
+    def remove(self, name: str) -> None:
+        with self.store.session(write=True) as db:
+            self._exists(db, name)
+            db.run("DELETE FROM corpus_chunks WHERE corpus = ?", (name,))
+            db.run("DELETE FROM corpora WHERE name = ?", (name,))
+
+    def search_ready(self, name: str) -> None:
+        """UnknownCorpus unless corpus ``name`` exists."""
+        with self.store.session() as db:
+            self._exists(db, name)
+
+    def search(self, name: str, query: str, *, limit: int = 5) -> list[Passage]:
+        """The ``limit`` best chunks for ``query`` (BM25; ties by chunk id)."""
+        terms = _terms(query)
+        with self.store.session() as db:
+            self._exists(db, name)
+            if not terms:
+                raise InputError(f"the query {query!r} has no words to search for",
+                                 hint="ask with at least one word that is not a stopword")
+            rows = db.all(
+                "SELECT k.chunk_id, d.source, k.text, k.sentences FROM corpus_fts"
+                " JOIN corpus_chunks k ON k.id = corpus_fts.rowid"
+                " JOIN corpus_documents d ON d.corpus = k.corpus AND d.doc_id = k.doc_id"
+                " WHERE corpus_fts MATCH ? AND k.corpus = ?"
+                " ORDER BY bm25(corpus_fts), k.chunk_id LIMIT ?",
+                (" OR ".join(terms), name, limit))
+        return [Passage(r[0], r[1], r[2], tuple((s, t) for s, t in json.loads(r[3])))
+                for r in rows]
+
+    def _exists(self, db: Session, name: str) -> None:
+        if db.one("SELECT 1 FROM corpora WHERE name = ?", (name,)) is None:
+            raise UnknownCorpus(name)
+
+
+def _terms(query: str) -> list[str]:
+    """FTS5 terms: the query's anchors as phrases, then its other content words."""
+    phrases = [p.strip('"“”\'') for p in must_preserve(query)]
+    words = sorted(content_words(query))
+    out = []
+    for term in [*phrases, *words]:
+        quoted = '"' + term.replace('"', '""') + '"'
+        if term.strip() and quoted not in out:
+            out.append(quoted)
+    return out
+
+
+def _check_name(name: str) -> None:
+    if not name or name != name.strip() or len(name) > 64 or "/" in name:
+        raise InputError(f"invalid corpus name {name!r}: use 1-64 characters, no slashes or "
+                         "surrounding spaces")

@@ -1,0 +1,60 @@
+"""``threadline corpus`` and ``threadline ask``: answers from documents, and what is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.conftest import Invoke, snapshot
+
+
+def _docs(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    (docs / "more").mkdir(parents=True, exist_ok=True)
+    (docs / "y.md").write_text("Company Y reported cloud revenue of $12.4 billion in FY2025. "
+                               "It was $10.5 billion in FY2024.\n")
+    (docs / "more" / "z.txt").write_text("Company Z grew cloud revenue by 9% in FY2025.\n")
+    (docs / "more" / "blob.txt").write_bytes(b"\x00\x01\x02")
+    (docs / "more" / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    return docs
+
+
+def test_add_search_ask_and_remove(tl: Invoke, tmp_path: Path) -> None:
+    added = tl("corpus", "add", "filings", str(_docs(tmp_path)), "--json")
+    assert added.code == 0, added.err
+    body = added.json()
+    assert (body["documents"], len(body["skipped"])) == (2, 2)
+    assert "binary" in added.err and "not UTF-8" in added.err
+    listed = tl("corpus", "list", "--json").json()
+    assert [(c["name"], c["documents"]) for c in listed] == [("filings", 2)]
+    found = tl("corpus", "search", "filings", "cloud revenue FY2024", "--json").json()
+    assert found[0]["source"].endswith("y.md")
+    asked = tl("ask", "--corpus", "filings", "What was Company Y's revenue in FY2025?", "--json")
+    assert asked.code == 0, asked.err
+    retrieval = asked.json()["retrieval"]
+    assert retrieval["passages"][0]["source"].endswith("y.md")
+    cid = asked.json()["conversation_id"]
+    follow = tl("ask", "--corpus", "filings", "--conversation", cid, "And the year before?",
+                "--json").json()["retrieval"]
+    assert "FY2024" in follow["query"] and "Company Y" in follow["query"]
+    assert tl("corpus", "remove", "filings").code == 0
+    assert tl("corpus", "list", "--json").json() == []
+
+
+def test_bad_corpus_input_is_refused_and_writes_nothing(tl: Invoke, tmp_path: Path,
+                                                        home: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "blank.md").write_text("   \n")
+    refused = tl("corpus", "add", "filings", str(empty))
+    assert refused.code == 2 and "nothing to add" in refused.err and "empty" in refused.err
+    assert tl("corpus", "list", "--json").json() == []
+    unknown = tl("ask", "--corpus", "nope", "cloud revenue?")
+    assert unknown.code == 3 and "no corpus named 'nope'" in unknown.err
+    assert tl("corpus", "add", "filings", str(_docs(tmp_path))).code == 0
+    before = snapshot(home)
+    stopwords = tl("ask", "--corpus", "filings", "what is it and how was that?")
+    assert stopwords.code == 2 and "no words to search for" in stopwords.err
+    too_big = tl("corpus", "add", "filings", str(tmp_path / "docs" / "y.md"),
+                 "--max-file-bytes", "10")
+    assert too_big.code == 2 and "over the 10-byte limit" in too_big.err
+    assert snapshot(home) == before
