@@ -18,10 +18,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar, Literal, Protocol
 
-from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
+from threadline.calls import ModelCall, SentRequest
 from threadline.errors import (
     ClientMessageConflict,
     InputError,
@@ -50,6 +50,11 @@ from threadline.stores.base import (
     Generation,
     Lease,
 )
+from threadline.stores.rows import call_from_row as _call
+from threadline.stores.rows import conversation_from_row as _conversation
+from threadline.stores.rows import item_from_row as _item
+from threadline.stores.rows import request_size as _size
+from threadline.stores.rows import stored_time as _time
 
 _ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
                  "created_at, client_msg_id")
@@ -572,37 +577,3 @@ class RelationalStore:
             params.append(branch)
         return [_call(row, None) for row in self._read(sql + f" ORDER BY {self.CALL_ORDER}",
                                                        params)]
-
-
-def _size(request: SentRequest) -> int:
-    """A rough memory estimate: the prompt, plus a few hundred bytes per message and token."""
-    rendering = request.rendering
-    if rendering is None:
-        return 300 * len(request.messages)
-    return rendering.chars + 300 * len(request.messages) + 30 * (rendering.n_tokens or 0)
-
-
-def _time(value: str | datetime) -> datetime:
-    """A stored moment: ISO text (SQLite) or a timestamp (PostgreSQL), as UTC."""
-    return parse_time(value) if isinstance(value, str) else value.astimezone(UTC)
-
-
-def _conversation(row: Sequence[Any]) -> Conversation:
-    return Conversation(id=row[0], created_at=_time(row[1]), title=row[2], system=row[3],
-                        metadata=json.loads(row[4]))
-
-
-def _item(row: Sequence[Any]) -> Item:
-    return Item(conversation_id=row[0], seq=row[1], branch=row[2], parent_seq=row[3],
-                turn=row[4], kind=ItemKind(row[5]), content=json.loads(row[6]), hash=row[7],
-                created_at=_time(row[8]), client_msg_id=row[9])
-
-
-def _call(row: Sequence[Any], request: SentRequest | None) -> ModelCall:
-    return ModelCall(
-        id=row[0], conversation_id=row[1], branch=row[2], turn=row[3], head_seq=row[4],
-        reply_seq=row[5], status=CallStatus(row[6]), model=row[7], request=request,
-        response=json.loads(row[8]),
-        usage=Usage(prompt_tokens=row[9], cached_tokens=row[10], completion_tokens=row[11]),
-        timings=Timings(ttft_ms=row[12], total_ms=row[13]), started_at=_time(row[14]),
-        error=row[15], prefix=None if row[16] is None else json.loads(row[16]), purpose=row[17])

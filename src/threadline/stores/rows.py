@@ -1,0 +1,46 @@
+"""Rows of the log's tables back into objects, the same for SQLite and PostgreSQL (times are
+ISO text in one and timestamps in the other)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
+from threadline.items import Conversation, Item, ItemKind, parse_time
+
+
+def request_size(request: SentRequest) -> int:
+    """A rough memory estimate: the prompt, plus a few hundred bytes per message and token."""
+    rendering = request.rendering
+    if rendering is None:
+        return 300 * len(request.messages)
+    return rendering.chars + 300 * len(request.messages) + 30 * (rendering.n_tokens or 0)
+
+
+def stored_time(value: str | datetime) -> datetime:
+    """A stored moment: ISO text (SQLite) or a timestamp (PostgreSQL), as UTC."""
+    return parse_time(value) if isinstance(value, str) else value.astimezone(UTC)
+
+
+def conversation_from_row(row: Sequence[Any]) -> Conversation:
+    return Conversation(id=row[0], created_at=stored_time(row[1]), title=row[2], system=row[3],
+                        metadata=json.loads(row[4]))
+
+
+def item_from_row(row: Sequence[Any]) -> Item:
+    return Item(conversation_id=row[0], seq=row[1], branch=row[2], parent_seq=row[3],
+                turn=row[4], kind=ItemKind(row[5]), content=json.loads(row[6]), hash=row[7],
+                created_at=stored_time(row[8]), client_msg_id=row[9])
+
+
+def call_from_row(row: Sequence[Any], request: SentRequest | None) -> ModelCall:
+    return ModelCall(
+        id=row[0], conversation_id=row[1], branch=row[2], turn=row[3], head_seq=row[4],
+        reply_seq=row[5], status=CallStatus(row[6]), model=row[7], request=request,
+        response=json.loads(row[8]),
+        usage=Usage(prompt_tokens=row[9], cached_tokens=row[10], completion_tokens=row[11]),
+        timings=Timings(ttft_ms=row[12], total_ms=row[13]), started_at=stored_time(row[14]),
+        error=row[15], prefix=None if row[16] is None else json.loads(row[16]), purpose=row[17])
