@@ -118,8 +118,13 @@ def test_the_model_rewriter_parses_and_stops_when_the_race_is_over() -> None:
     assert result.rewritten == "When did Zappa and the Mothers of Invention disband?"
     slow = ScriptedModel(["one two three four five six seven eight nine ten"],
                          token_delay_s=0.05)
-    began = time.perf_counter()
     lost = race([DETERMINISTIC, model_rewriter(slow)], ZAPPA, "When did they disband?")
     assert lost.winner == "deterministic"
     time.sleep(0.2)
-    assert time.perf_counter() - began < 0.45  # the model stopped at its next piece
+    assert slow.requests == []  # the race was won before the model's hedge: it never started
+    began = time.perf_counter()
+    unhedged = race([DETERMINISTIC, model_rewriter(slow, hedge_s=0)], ZAPPA,
+                    "When did they disband?")
+    assert unhedged.winner == "deterministic"
+    time.sleep(0.2)
+    assert time.perf_counter() - began < 0.45  # a started model stops at its next piece

@@ -79,7 +79,8 @@ def canard(ctx: Context, file: Path, limit: int | None, model_name: str | None,
     if subset:
         engine = ctx.engine(ctx.model(model_name))
         model = model_rewriter(engine.model, engine._model_lock)
-        attempts["model"] = (subset, _model_alone(model.run))
+        alone = model_rewriter(engine.model, engine._model_lock, hedge_s=0)
+        attempts["model"] = (subset, _model_alone(alone.run))
         attempts["race"] = (examples, _raced([DETERMINISTIC, model], deadline))
     report: dict[str, Any] = {"file": str(file), "examples": len(examples),
                               "deadline_s": deadline, "rewriters": {}}

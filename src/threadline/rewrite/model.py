@@ -23,6 +23,7 @@ INSTRUCTIONS = (
 EXAMPLE = ("Conversation:\nuser: Marie Curie. Early research.\nuser: Where did she study?\n"
            "assistant: At the University of Paris.\nQuestion: When did she graduate?\n"
            "Rewrite: When did Marie Curie graduate from the University of Paris?\n\n")
+HEDGE_S = 0.05  # how long the model waits for a faster rewriter to win before starting
 _CONTEXT_TURNS = 6
 _CONTEXT_CHARS = 300
 
@@ -48,14 +49,19 @@ def parse(output: str) -> str | None:
     return None
 
 
-def model_rewriter(model: ModelBackend, lock: threading.Lock | None = None) -> Rewriter:
+def model_rewriter(model: ModelBackend, lock: threading.Lock | None = None, *,
+                   hedge_s: float = HEDGE_S) -> Rewriter:
     """A rewriter over ``model``; ``lock`` serialises it with the backend's other calls (it
-    gives up waiting for the lock as soon as the race is decided)."""
+    gives up waiting for the lock as soon as the race is decided). It starts only if the race
+    is still open after ``hedge_s``: a prompt's prefill cannot be interrupted, and one started
+    for a race already won would hold the backend while the turn's own call waits."""
     def run(history: Sequence[Turn], text: str, cancelled: threading.Event) -> str | None:
         def each(piece: str) -> None:
             if cancelled.is_set():
                 raise _Stop()
 
+        if hedge_s and cancelled.wait(hedge_s):
+            return None
         if lock is not None:
             while not lock.acquire(timeout=0.02):
                 if cancelled.is_set():
