@@ -285,7 +285,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=240.0, help="clients stop after")
     parser.add_argument("--database-url", default=DEFAULT_URL)
     parser.add_argument("--quick", action="store_true", help="a tiny run for smoke tests")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--replica", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -344,11 +344,7 @@ def main() -> None:
                 process.wait(timeout=10)
         admin.execute(f"DROP SCHEMA {schema} CASCADE")
         admin.close()
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return
-    for key, value in report.items():
-        print(f"{key:>24}: {value}")
+    print(json.dumps(report, indent=2))  # the run ends with one JSON object, --json or not
 
 
 if __name__ == "__main__":
