@@ -37,6 +37,7 @@ from threadline.items import Branch, Item, ItemKind, NewItem, format_time, utc_n
 from threadline.models.base import ModelBackend, OnText
 from threadline.render.openai import prompt_cache_key
 from threadline.request import Request, TailBlock, ToolSpec
+from threadline.retrieval.cache import AnswerCache, CachedAnswer
 from threadline.retrieval.corpus import Corpus
 from threadline.rewrite import (
     DEFAULT_DEADLINE_S,
@@ -88,6 +89,7 @@ class TurnResult:
             "reply": self.reply.text, "call_id": self.call.id, "model": self.call.model,
             "usage": self.call.usage.to_json(), "timings": self.call.timings.to_json(),
             "deduplicated": self.deduplicated,
+            "cached": self.reply.content.get("cached"),
             "tool_calls": [{"call_id": r.content["call_id"], "tool": r.content.get("tool"),
                             "is_error": r.content.get("is_error", False), "result_seq": r.seq}
                            for r in self.tool_results],
@@ -125,27 +127,31 @@ class Engine:
 
     def run_turn(self, text: str, *, conversation_id: str | None = None, branch: str = MAIN,
                  client_msg_id: str | None = None, on_text: OnText | None = None,
-                 on_busy: str | None = None, corpus: str | None = None) -> TurnResult:
+                 on_busy: str | None = None, corpus: str | None = None,
+                 cache: bool = False) -> TurnResult:
         """Append the user's message, call the model on the branch, append its reply. In an
         existing conversation the turn holds its lease; ``on_busy`` (queue, reject, cancel;
         default: the engine's) says what to do while another turn holds it. With ``corpus``
         the message is rewritten into a standalone query first and the passages it finds
-        there are shown to the model, to cite by id."""
+        there are shown to the model, to cite by id; with ``cache`` too, an answer given
+        before to the same question finding the same passages is served again (see
+        ``retrieval.cache``) instead of calling the model."""
         if corpus is not None and self.corpora is None:
             raise InputError("this engine has no corpus to search",
                              hint="create the engine with corpora=Corpus(store)")
         if conversation_id is None:  # a new conversation: nobody else can be answering it
-            return self._turn(text, None, branch, client_msg_id, on_text, None, corpus)
+            return self._turn(text, None, branch, client_msg_id, on_text, None, corpus, cache)
         validate_text(text, max_bytes=self.max_message_bytes)  # refused before any wait
         self.store.head(conversation_id, branch)  # unknown ids fail before any wait
         policy = self.lease if on_busy is None else replace(self.lease, on_busy=on_busy)
         with hold(self.store, conversation_id, policy) as holding:
             return self._turn(text, conversation_id, branch, client_msg_id, on_text, holding,
-                              corpus)
+                              corpus, cache)
 
     def _turn(self, text: str, conversation_id: str | None, branch: str,
               client_msg_id: str | None, on_text: OnText | None,
-              holding: Holding | None, corpus: str | None = None) -> TurnResult:
+              holding: Holding | None, corpus: str | None = None,
+              cache: bool = False) -> TurnResult:
         if conversation_id is not None:  # a turn that died mid-loop: its decided calls run
             self._run_pending(conversation_id, branch, holding)
         found = None
@@ -156,6 +162,13 @@ class Engine:
                 self.store.history(conversation_id, branch)
             found = retrieve(self.corpora, corpus, history, text, rewriters=self._rewriters(),
                              deadline_s=self.rewrite_deadline_s)
+        passages = [] if found is None else [p["id"] for p in found.content["passages"]]
+        cached = None
+        if cache and corpus is not None and passages and found is not None:
+            cached = AnswerCache(self._corpora()).find(corpus, found.content["query"],
+                                                       passages)
+            found = NewItem(found.kind, {**found.content, "cache": cached.to_json()}) \
+                if cached is not None else found
         ingested = ingest(self.store, text, clock=self.clock, max_bytes=self.max_message_bytes,
                           conversation_id=conversation_id, branch=branch,
                           client_msg_id=client_msg_id, system=self.system)
@@ -172,10 +185,34 @@ class Engine:
             if head is None or head.turn != ingested.message.turn:
                 raise TurnSuperseded(ingested.conversation_id, ingested.branch,
                                      ingested.message.seq, None if head is None else head.seq)
+        if cached is not None:
+            return self._serve_cached(ingested.message, ingested.branch, head, cached)
         if holding is not None:
             on_text = _checked(on_text, holding)
-        return self._respond(ingested.message, ingested.branch, on_text, head=head,
-                             holding=holding)
+        result = self._respond(ingested.message, ingested.branch, on_text, head=head,
+                               holding=holding)
+        if cache and corpus is not None and passages and found is not None:
+            AnswerCache(self._corpora()).put(
+                corpus, found.content["query"], passages, result.reply.text,
+                conversation_id=result.conversation_id, reply_seq=result.reply.seq,
+                call_id=result.call.id)
+        return result
+
+    def _corpora(self) -> Corpus:
+        assert self.corpora is not None
+        return self.corpora
+
+    def _serve_cached(self, message: Item, branch: str, head: Item | None,
+                      cached: CachedAnswer) -> TurnResult:
+        """Answer ``message`` with a cached answer: a reply item that says where it came
+        from, and the call that produced it; no model call."""
+        head = head or message
+        reply = self.store.commit(Commit(
+            conversation_id=message.conversation_id, created_at=self.clock(), branch=branch,
+            expected_head=head.seq, items=[NewItem(ItemKind.ASSISTANT, {
+                "text": cached.answer, "cached": cached.to_json()})])).items[0]
+        return TurnResult(message.conversation_id, branch, message, reply,
+                          self.store.call(cached.call_id))
 
     def answer(self, conversation_id: str, branch: str = MAIN, *,
                on_text: OnText | None = None) -> TurnResult:
@@ -428,6 +465,10 @@ class Engine:
                         same_branch, None if report is None else report.compaction_seq)
 
     def _finished(self, message: Item, reply: Item) -> TurnResult:
+        if "cached" in reply.content:  # served from the answer cache: its call is elsewhere
+            return TurnResult(message.conversation_id, reply.branch, message, reply,
+                              self.store.call(reply.content["cached"]["call_id"]),
+                              deduplicated=True)
         call = next((c for c in self.store.calls(message.conversation_id)
                      if c.reply_seq == reply.seq), None)
         if call is None:  # an imported reply was never produced by a call

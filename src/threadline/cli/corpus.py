@@ -114,17 +114,22 @@ def remove(ctx: Context, name: str) -> None:
               help="Ask as a follow-up in this conversation. Default: a new one.")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
               help="Model backend. Default: $THREADLINE_MODEL, else local.")
+@click.option("--cache", is_flag=True,
+              help="Serve an earlier answer to the same question that found the same "
+                   "passages (exactly, or by meaning with every name, year and section "
+                   "equal) instead of calling the model.")
 @_JSON
 @pass_context
 def ask(ctx: Context, text: str, corpus_name: str, conversation_id: str | None,
-        model_name: str | None, as_json: bool) -> None:
+        model_name: str | None, cache: bool, as_json: bool) -> None:
     """Answer TEXT from a corpus, citing passages by id."""
     corpora = ctx.corpora()
     corpora.search_ready(corpus_name)
     if conversation_id is not None:
         ctx.store().conversation(conversation_id)
     engine = ctx.engine(ctx.model(model_name))
-    result = engine.run_turn(text, conversation_id=conversation_id, corpus=corpus_name)
+    result = engine.run_turn(text, conversation_id=conversation_id, corpus=corpus_name,
+                             cache=cache)
     shown = turn_json(engine, result)
     if as_json:
         emit_json(shown)
@@ -132,6 +137,9 @@ def ask(ctx: Context, text: str, corpus_name: str, conversation_id: str | None,
     click.echo(result.reply.text)
     retrieval = shown.get("retrieval", {})
     click.echo(f"\n(searched {corpus_name} for: {retrieval.get('query')})", err=True)
+    if shown.get("cached"):
+        click.echo(f"(answer served from the cache: {shown['cached']['kind']} match of "
+                   f"call {shown['cached']['call_id']})", err=True)
     for passage in retrieval.get("passages", []):
         click.echo(f"[{passage['id']}] {passage['source']}: {one_line(passage['text'], 80)}",
                    err=True)

@@ -47,6 +47,11 @@ class Embedder:
                                      convert_to_numpy=True, show_progress_bar=False)
         return [v.astype(self._numpy.float32).tobytes() for v in vectors]
 
+    def similarity(self, query: str, vector: bytes) -> float:
+        np: Any = self._numpy
+        return float(np.frombuffer(self.embed([query])[0], dtype=np.float32)
+                     @ np.frombuffer(vector, dtype=np.float32))
+
     def rank(self, query: str, vectors: Sequence[tuple[str, bytes]]) -> list[str]:
         """The ids of ``vectors`` (id, vector) by similarity to ``query``; ties by id."""
         if not vectors:

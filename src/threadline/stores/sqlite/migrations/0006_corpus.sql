@@ -32,3 +32,20 @@ CREATE TABLE corpus_vectors (
     model       TEXT NOT NULL,
     vector      BLOB NOT NULL
 );
+
+-- Answers given from a corpus, for the answer cache: served again only for the same question
+-- (exactly, or by meaning with every must-preserve token equal) finding the same passages.
+CREATE TABLE answer_cache (
+    id              INTEGER PRIMARY KEY,
+    corpus          TEXT NOT NULL REFERENCES corpora (name) ON DELETE CASCADE,
+    query_key       TEXT NOT NULL,   -- the rewritten query, normalised
+    anchors         TEXT NOT NULL,   -- JSON: its must-preserve tokens, normalised and sorted
+    passages        TEXT NOT NULL,   -- JSON: the chunk ids the answer was given from, sorted
+    answer          TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    reply_seq       INTEGER NOT NULL,
+    call_id         TEXT NOT NULL,
+    vector          BLOB,            -- the query's embedding, where the corpus is dense
+    created_at      TEXT NOT NULL
+);
+CREATE INDEX answer_cache_by_key ON answer_cache (corpus, query_key);
