@@ -58,3 +58,10 @@ def test_bad_corpus_input_is_refused_and_writes_nothing(tl: Invoke, tmp_path: Pa
                  "--max-file-bytes", "10")
     assert too_big.code == 2 and "over the 10-byte limit" in too_big.err
     assert snapshot(home) == before
+
+
+def test_corpora_refuse_what_they_cannot_do(tl: Invoke, postgres_url: str) -> None:
+    gone = tl("corpus", "remove", "nope")
+    assert gone.code == 3 and "no corpus named 'nope'" in gone.err
+    on_postgres = tl("--database-url", postgres_url, "corpus", "list")
+    assert on_postgres.code == 2 and "SQLite store for now" in on_postgres.err
