@@ -60,8 +60,16 @@ def test_bad_corpus_input_is_refused_and_writes_nothing(tl: Invoke, tmp_path: Pa
     assert snapshot(home) == before
 
 
-def test_corpora_refuse_what_they_cannot_do(tl: Invoke, postgres_url: str) -> None:
+def test_a_corpus_on_postgresql_answers_the_same_way(tl: Invoke, postgres_url: str,
+                                                    tmp_path: Path) -> None:
     gone = tl("corpus", "remove", "nope")
     assert gone.code == 3 and "no corpus named 'nope'" in gone.err
-    on_postgres = tl("--database-url", postgres_url, "corpus", "list")
-    assert on_postgres.code == 2 and "SQLite store for now" in on_postgres.err
+    pg = ("--database-url", postgres_url)
+    assert tl(*pg, "corpus", "add", "filings", str(_docs(tmp_path))).code == 0
+    assert [c["documents"] for c in tl(*pg, "corpus", "list", "--json").json()] == [2]
+    found = tl(*pg, "corpus", "search", "filings", "cloud revenue FY2024", "--json").json()
+    assert found[0]["source"].endswith("y.md")
+    asked = tl(*pg, "ask", "--corpus", "filings", "What was Company Y's revenue in FY2025?",
+               "--json")
+    assert asked.code == 0, asked.err
+    assert asked.json()["retrieval"]["passages"][0]["source"].endswith("y.md")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from threadline.engine import Engine
@@ -10,6 +12,8 @@ from threadline.items import ItemKind
 from threadline.models.scripted import ScriptedModel
 from threadline.retrieval.chunks import chunk, sentences
 from threadline.retrieval.corpus import Corpus, Document
+from threadline.stores.base import Store
+from threadline.stores.relational import RelationalStore
 from threadline.stores.sqlite import SQLiteStore
 
 REPORT = """# Company Y annual report FY2025
@@ -32,9 +36,22 @@ def test_chunks_have_stable_ids_and_whole_sentences() -> None:
     assert all(len(c.text) <= 300 for c in long) and len(long) > 10
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, store: SQLiteStore) -> Iterator[Store]:
+    """Corpora live in either store: each test here runs on both."""
+    if request.param == "sqlite":
+        yield store
+        return
+    from threadline.stores.postgres import PostgresStore
+
+    postgres = PostgresStore(request.getfixturevalue("postgres_url"))
+    yield postgres
+    postgres.close()
+
+
 @pytest.fixture
-def corpus(store: SQLiteStore) -> Corpus:
-    corpora = Corpus(store)
+def corpus(any_store: RelationalStore) -> Corpus:
+    corpora = Corpus(any_store)
     corpora.add("filings", [Document("y.md", REPORT), Document("z.txt", OTHER)])
     return corpora
 
@@ -55,7 +72,8 @@ def test_search_is_deterministic_and_refuses_what_it_cannot_search(corpus: Corpu
 
 
 def test_a_follow_up_searches_with_its_nouns_back_and_the_log_keeps_what_was_shown(
-        store: SQLiteStore, corpus: Corpus) -> None:
+        any_store: RelationalStore, corpus: Corpus) -> None:
+    store = any_store
     model = ScriptedModel()
     engine = Engine(store, model, corpora=corpus)
     first = engine.run_turn("What was Company Y's cloud revenue in FY2025?", corpus="filings")

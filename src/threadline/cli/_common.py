@@ -14,7 +14,8 @@ from threadline.errors import InputError
 from threadline.models import ModelBackend, create_model
 from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
-from threadline.stores import SQLiteStore, Store, open_store
+from threadline.stores import Store, open_store
+from threadline.stores.relational import RelationalStore
 
 
 @dataclass
@@ -30,11 +31,10 @@ class Context:
         return self._store
 
     def corpora(self) -> Corpus:
-        """The corpora kept beside the log (SQLite only, for now)."""
+        """The corpora kept beside the log, in the same database."""
         store = self.store()
-        if not isinstance(store, SQLiteStore):
-            raise InputError("corpora live in the SQLite store for now",
-                             hint="unset THREADLINE_DATABASE_URL to use a corpus")
+        if not isinstance(store, RelationalStore):
+            raise InputError(f"{type(store).__name__} keeps no corpora")
         if self._corpora is None:
             self._corpora = Corpus(store)
         return self._corpora

@@ -1,7 +1,8 @@
-"""A user's documents, searchable: the corpus kept beside the log in the SQLite database.
+"""A user's documents, searchable: the corpus kept beside the log, in the same database.
 
-Documents are chunked with stable ids (``chunks``) and indexed with SQLite FTS5 (BM25, Unicode
-tokens, diacritics folded); a corpus added with dense search also keeps each chunk's sentence
+Documents are chunked with stable ids (``chunks``) and indexed for full text: SQLite FTS5 (BM25,
+Unicode tokens, diacritics folded) or a PostgreSQL tsvector (``ts_rank_cd``, the 'simple'
+configuration); a corpus added with dense search also keeps each chunk's sentence
 embedding (``dense``). A search ranks chunks by BM25 and, where there are embeddings, by
 similarity too, and fuses the two rankings by reciprocal rank; ties are broken by chunk id, so
 the same query over the same corpus always returns the same passages in the same order.
@@ -10,6 +11,7 @@ the same query over the same corpus always returns the same passages in the same
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -18,7 +20,7 @@ from threadline.items import format_time, utc_now
 from threadline.retrieval.chunks import chunk, document_id
 from threadline.retrieval.dense import Embedder
 from threadline.rewrite.anchors import content_words, must_preserve
-from threadline.stores.relational import Session
+from threadline.stores.relational import RelationalStore, Session
 from threadline.stores.sqlite import SQLiteStore
 
 _CANDIDATES = 50  # each ranking's depth before fusion
@@ -75,14 +77,17 @@ class Added:
 
 
 class Corpus:
-    """The corpora of one SQLite store. ``embedder`` makes the dense model (it loads in a few
+    """The corpora of one store. ``embedder`` makes the dense model (it loads in a few
     seconds, so only when a corpus with embeddings is added to or searched)."""
 
-    def __init__(self, store: SQLiteStore,
+    def __init__(self, store: RelationalStore,
                  embedder: Callable[[], Embedder] | None = None) -> None:
         self.store = store
         self._make_embedder = embedder
         self._embedder: Embedder | None = None
+        self._lexical = _FTS5_SEARCH if isinstance(store, SQLiteStore) else _TSVECTOR_SEARCH
+        if not isinstance(store, SQLiteStore):
+            return  # PostgreSQL: the index is part of the schema (migration 0002)
         try:
             with store.session(write=True) as db:
                 for statement in _FTS:
@@ -146,7 +151,8 @@ class Corpus:
                 " (SELECT count(*) FROM corpus_chunks k WHERE k.corpus = c.name),"
                 " (SELECT coalesce(sum(bytes), 0) FROM corpus_documents d"
                 "  WHERE d.corpus = c.name) FROM corpora c ORDER BY c.name")
-        return [CorpusInfo(r[0], r[2], r[3], r[4], r[1]) for r in rows]
+        return [CorpusInfo(r[0], r[2], r[3], int(r[4]),
+                           r[1] if isinstance(r[1], str) else format_time(r[1])) for r in rows]
 
     def remove(self, name: str) -> None:
         with self.store.session(write=True) as db:
@@ -168,11 +174,9 @@ class Corpus:
             if not terms:
                 raise InputError(f"the query {query!r} has no words to search for",
                                  hint="ask with at least one word that is not a stopword")
-            lexical = [r[0] for r in db.all(
-                "SELECT k.chunk_id FROM corpus_fts JOIN corpus_chunks k"
-                " ON k.id = corpus_fts.rowid WHERE corpus_fts MATCH ? AND k.corpus = ?"
-                " ORDER BY bm25(corpus_fts), k.chunk_id LIMIT ?",
-                (" OR ".join(terms), name, max(limit * 4, _CANDIDATES)))]
+            search, query_text = self._lexical
+            lexical = [r[0] for r in db.all(search, (query_text(terms), name,
+                                                     max(limit * 4, _CANDIDATES)))]
             vectors = [(r[0], r[1]) for r in db.all(
                 "SELECT k.chunk_id, v.vector FROM corpus_vectors v JOIN corpus_chunks k"
                 " ON k.id = v.chunk WHERE k.corpus = ?", (name,))]
@@ -199,16 +203,39 @@ class Corpus:
             raise UnknownCorpus(name)
 
 
-def _terms(query: str) -> list[str]:
-    """FTS5 terms: the query's anchors as phrases, then its other content words."""
-    phrases = [p.strip('"“”\'') for p in must_preserve(query)]
-    words = sorted(content_words(query))
-    out = []
-    for term in [*phrases, *words]:
-        quoted = '"' + term.replace('"', '""') + '"'
-        if term.strip() and quoted not in out:
-            out.append(quoted)
+def _terms(query: str) -> list[list[str]]:
+    """What to search for: the query's anchors as phrases, then its other content words, each
+    as its lower-cased words."""
+    out: list[list[str]] = []
+    for term in [*(p.strip('"“”\'') for p in must_preserve(query)),
+                 *sorted(content_words(query))]:
+        words = [w.casefold() for w in _LEXEME.findall(term)]
+        if words and words not in out:
+            out.append(words)
     return out
+
+
+def _fts5_query(terms: list[list[str]]) -> str:
+    return " OR ".join('"' + " ".join(words).replace('"', '""') + '"' for words in terms)
+
+
+def _tsquery(terms: list[list[str]]) -> str:
+    def lexeme(word: str) -> str:
+        return "'" + word.replace("'", "''").replace("\\", "\\\\") + "'"
+    return " | ".join("(" + " <-> ".join(map(lexeme, words)) + ")" for words in terms)
+
+
+_LEXEME = re.compile(r"[^\W_]+")
+# (the chunks matching a full-text query, best first, ties by chunk id; how to write the query)
+_FTS5_SEARCH = (
+    "SELECT k.chunk_id FROM corpus_fts JOIN corpus_chunks k ON k.id = corpus_fts.rowid"
+    " WHERE corpus_fts MATCH ? AND k.corpus = ? ORDER BY bm25(corpus_fts), k.chunk_id LIMIT ?",
+    _fts5_query)
+_TSVECTOR_SEARCH = (
+    "SELECT chunk_id FROM (SELECT k.chunk_id, ts_rank_cd(k.search, q) AS rank"
+    " FROM corpus_chunks k, to_tsquery('simple', ?) AS q WHERE k.search @@ q"
+    " AND k.corpus = ?) AS found ORDER BY rank DESC, chunk_id LIMIT ?",
+    _tsquery)
 
 
 def fuse(rankings: Sequence[Sequence[str]], *, k: int = 60) -> list[str]:
