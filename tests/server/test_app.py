@@ -242,3 +242,20 @@ def test_bad_bodies_get_a_json_error_and_write_nothing(
     error = response.json()["error"]
     assert error["type"] == kind and "nothing was saved" in error["message"]
     assert store.history(cid) == before
+
+
+def test_a_users_memory_over_http(client: TestClient, store: Store) -> None:
+    from threadline.memory import MemoryStore, NewMemory
+    from threadline.stores.relational import RelationalStore
+
+    assert isinstance(store, RelationalStore)
+    memory = MemoryStore(store)
+    kept = memory.add("ann", NewMemory("Ann lives in Oslo"))
+    memory.add("bob", NewMemory("Bob has a cat"))
+    assert [e["text"] for e in client.get("/v1/users/ann/memory").json()] == [
+        "Ann lives in Oslo"]
+    assert client.get(f"/v1/users/bob/memory/{kept.id}").status_code == 404
+    assert client.get(f"/v1/users/ann/memory/{kept.id}").json()["trusted"] is True
+    assert client.delete(f"/v1/users/ann/memory/{kept.id}").status_code == 204
+    assert client.delete("/v1/users/bob/memory").json() == {"user_id": "bob", "deleted": 1}
+    assert client.get("/v1/users/bob/memory", params={"all": True}).json() == []

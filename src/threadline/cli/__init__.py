@@ -21,6 +21,7 @@ from threadline.cli.corpus import ask, corpus
 from threadline.cli.cost import cost
 from threadline.cli.db import db
 from threadline.cli.importer import import_
+from threadline.cli.memory import forget, memory
 from threadline.cli.rewrite import eval_, rewrite
 from threadline.cli.serve import serve
 from threadline.errors import ThreadlineError
@@ -72,6 +73,8 @@ cli.add_command(rewrite)
 cli.add_command(eval_)
 cli.add_command(corpus)
 cli.add_command(ask)
+cli.add_command(memory)
+cli.add_command(forget)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -32,6 +32,7 @@ from threadline.errors import (
 )
 from threadline.items import format_time, new_id
 from threadline.server import guards
+from threadline.server.memory import add_memory_routes
 from threadline.server.openai_compat import add_chat_completions
 from threadline.server.streams import (
     error_body,
@@ -150,6 +151,7 @@ def create_app(engine: Engine) -> FastAPI:
         return store.call(call_id).to_json(with_request=request)
 
     add_chat_completions(app, engine)
+    add_memory_routes(app, engine)
 
     @app.get("/healthz")
     def health() -> dict[str, str]:

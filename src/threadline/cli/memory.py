@@ -1,0 +1,150 @@
+"""``threadline memory list|show|add|edit|delete|export`` and ``threadline forget``: what is
+remembered about a user, under the user's control."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+
+from threadline.cli._common import Context, emit_json, one_line, pass_context, table
+from threadline.errors import InputError
+from threadline.items import format_time
+from threadline.memory import MemoryKind, MemoryStore, NewMemory, Source
+from threadline.stores.relational import RelationalStore
+
+_USER = click.option("--user", "user_id", required=True, metavar="U", help="Whose memory.")
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _memory(ctx: Context) -> MemoryStore:
+    store = ctx.store()
+    if not isinstance(store, RelationalStore):
+        raise InputError(f"{type(store).__name__} keeps no memory")
+    return MemoryStore(store)
+
+
+def _when(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"not a date: {value!r}", hint="use ISO 8601, e.g. 2026-07-31") from None
+    return moment if moment.tzinfo else moment.astimezone()
+
+
+@click.group()
+def memory() -> None:
+    """What threadline remembers about a user: list, correct, delete, export."""
+
+
+@memory.command(name="list")
+@_USER
+@click.option("--all", "everything", is_flag=True,
+              help="Also revised, withdrawn, expired and past entries.")
+@_JSON
+@pass_context
+def list_(ctx: Context, user_id: str, everything: bool, as_json: bool) -> None:
+    """List a user's memory entries (current ones unless --all)."""
+    entries = _memory(ctx).entries(user_id, history=everything)
+    if as_json:
+        emit_json([e.to_json() for e in entries])
+        return
+    if not entries:
+        click.echo(f"nothing remembered about {user_id}")
+        return
+    table([[e.id, str(e.kind), str(e.source), "yes" if e.trusted else "no",
+            format_time(e.recorded_at)[:10], one_line(e.text, 60)] for e in entries],
+          ["ID", "KIND", "SOURCE", "TRUSTED", "RECORDED", "TEXT"])
+
+
+@memory.command()
+@click.argument("entry_id", metavar="ID")
+@_USER
+@_JSON
+@pass_context
+def show(ctx: Context, entry_id: str, user_id: str, as_json: bool) -> None:
+    """One entry with its provenance and history links."""
+    entry = _memory(ctx).get(user_id, entry_id)
+    if as_json:
+        emit_json(entry.to_json())
+        return
+    for key, value in entry.to_json().items():
+        if value not in (None, []):
+            click.echo(f"{key:>15}: {value}")
+
+
+@memory.command()
+@click.argument("text")
+@_USER
+@click.option("--kind", type=click.Choice([k.value for k in MemoryKind]), default="fact",
+              show_default=True)
+@click.option("--source", type=click.Choice([s.value for s in Source]),
+              default="user_stated", show_default=True)
+@click.option("--valid-from", metavar="DATE")
+@click.option("--valid-to", metavar="DATE")
+@click.option("--expires", metavar="DATE", help="Delete it then (the retention purge).")
+@_JSON
+@pass_context
+def add(ctx: Context, text: str, user_id: str, kind: str, source: str,
+        valid_from: str | None, valid_to: str | None, expires: str | None,
+        as_json: bool) -> None:
+    """Remember TEXT about a user."""
+    entry = _memory(ctx).add(user_id, NewMemory(
+        text, MemoryKind(kind), Source(source), valid_from=_when(valid_from),
+        valid_to=_when(valid_to), expires_at=_when(expires)))
+    if as_json:
+        emit_json(entry.to_json())
+        return
+    click.echo(entry.id)
+
+
+@memory.command()
+@click.argument("entry_id", metavar="ID")
+@click.argument("text")
+@_USER
+@_JSON
+@pass_context
+def edit(ctx: Context, entry_id: str, text: str, user_id: str, as_json: bool) -> None:
+    """Correct an entry: the old text is kept as history, the new one is user-stated."""
+    store = _memory(ctx)
+    old = store.get(user_id, entry_id)
+    entry = store.update(user_id, entry_id, NewMemory(
+        text, old.kind, Source.USER_STATED, old.conversation_id, old.item_seqs,
+        old.valid_from, old.valid_to, old.expires_at), reason="edited by the user")
+    if as_json:
+        emit_json(entry.to_json())
+        return
+    click.echo(entry.id)
+
+
+@memory.command()
+@click.argument("entry_id", metavar="ID")
+@_USER
+@pass_context
+def delete(ctx: Context, entry_id: str, user_id: str) -> None:
+    """Delete an entry for real, with the entries it replaced."""
+    _memory(ctx).delete(user_id, entry_id)
+    click.echo(f"deleted {entry_id}")
+
+
+@memory.command()
+@_USER
+@pass_context
+def export(ctx: Context, user_id: str) -> None:
+    """Everything remembered about a user, history included, as JSON on standard output."""
+    emit_json({"user_id": user_id, "entries": [
+        e.to_json() for e in _memory(ctx).entries(user_id, history=True)]})
+
+
+@click.command()
+@_USER
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_context
+def forget(ctx: Context, user_id: str, yes: bool) -> None:
+    """Delete everything remembered about a user."""
+    if not yes:
+        click.confirm(f"delete everything remembered about {user_id}?", abort=True)
+    gone = _memory(ctx).forget(user_id)
+    click.echo(f"forgot {user_id}: {gone} entries deleted")

@@ -1,0 +1,38 @@
+"""What is remembered about a user, over HTTP: list, read, delete one entry, forget all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Query
+from fastapi.responses import Response
+
+from threadline.engine import Engine
+from threadline.memory import MemoryStore
+from threadline.stores.relational import RelationalStore
+
+
+def add_memory_routes(app: FastAPI, engine: Engine) -> None:
+    if not isinstance(engine.store, RelationalStore):
+        return
+    memory = MemoryStore(engine.store, clock=engine.clock)
+
+    @app.get("/v1/users/{user_id}/memory")
+    def list_memory(user_id: str, everything: bool = Query(default=False, alias="all")
+                    ) -> list[dict[str, Any]]:
+        """The user's current entries (``?all=true``: with their history)."""
+        return [e.to_json() for e in memory.entries(user_id, history=everything)]
+
+    @app.get("/v1/users/{user_id}/memory/{entry_id}")
+    def get_memory(user_id: str, entry_id: str) -> dict[str, Any]:
+        return memory.get(user_id, entry_id).to_json()
+
+    @app.delete("/v1/users/{user_id}/memory/{entry_id}", status_code=204)
+    def delete_memory(user_id: str, entry_id: str) -> Response:
+        memory.delete(user_id, entry_id)
+        return Response(status_code=204)
+
+    @app.delete("/v1/users/{user_id}/memory")
+    def forget_user(user_id: str) -> dict[str, Any]:
+        """Delete everything remembered about the user."""
+        return {"user_id": user_id, "deleted": memory.forget(user_id)}
