@@ -34,6 +34,7 @@ from threadline.errors import (
     TurnSuperseded,
 )
 from threadline.items import Branch, Item, ItemKind, NewItem, format_time, utc_now
+from threadline.memory.writer import enqueue
 from threadline.models.base import ModelBackend, OnText
 from threadline.render.openai import prompt_cache_key
 from threadline.request import Request, TailBlock, ToolSpec
@@ -50,6 +51,7 @@ from threadline.rewrite import (
 from threadline.rewrite.model import model_rewriter
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import MAIN, Commit, NewBranch, Store
+from threadline.stores.relational import RelationalStore
 from threadline.turn.assemble import MessageMemo, assemble
 from threadline.turn.call import call_model
 from threadline.turn.commit import commit_reply, record_failure, sent_request
@@ -128,14 +130,24 @@ class Engine:
     def run_turn(self, text: str, *, conversation_id: str | None = None, branch: str = MAIN,
                  client_msg_id: str | None = None, on_text: OnText | None = None,
                  on_busy: str | None = None, corpus: str | None = None,
-                 cache: bool = False) -> TurnResult:
+                 cache: bool = False, user_id: str | None = None) -> TurnResult:
         """Append the user's message, call the model on the branch, append its reply. In an
         existing conversation the turn holds its lease; ``on_busy`` (queue, reject, cancel;
         default: the engine's) says what to do while another turn holds it. With ``corpus``
         the message is rewritten into a standalone query first and the passages it finds
         there are shown to the model, to cite by id; with ``cache`` too, an answer given
         before to the same question finding the same passages is served again (see
-        ``retrieval.cache``) instead of calling the model."""
+        ``retrieval.cache``) instead of calling the model. With ``user_id``, the message is
+        queued for the memory writer (``memory.writer``), which learns from it later."""
+        result = self._run_turn(text, conversation_id, branch, client_msg_id, on_text, on_busy,
+                                corpus, cache)
+        if user_id is not None and isinstance(self.store, RelationalStore):
+            enqueue(self.store, result.message, user_id)
+        return result
+
+    def _run_turn(self, text: str, conversation_id: str | None, branch: str,
+                  client_msg_id: str | None, on_text: OnText | None, on_busy: str | None,
+                  corpus: str | None, cache: bool) -> TurnResult:
         if corpus is not None and self.corpora is None:
             raise InputError("this engine has no corpus to search",
                              hint="create the engine with corpora=Corpus(store)")

@@ -54,3 +54,16 @@ def test_bad_memory_input_is_refused_and_writes_nothing(tl: Invoke, home: Path) 
     assert snapshot(home) == before
     assert [e["text"] for e in tl("memory", "list", "--user", "ann", "--json").json()] == [
         "Ann skis"]
+
+
+def test_chat_with_a_user_feeds_the_writer(tl: Invoke) -> None:
+    sent = tl("chat", "--once", "I live in Oslo. Never reply in French.", "--user", "ann",
+              "--json")
+    assert sent.code == 0, sent.err
+    assert tl("memory", "list", "--user", "ann", "--json").json() == []
+    assert tl("memory", "jobs", "--status", "pending", "--json").json()[0]["user_id"] == "ann"
+    assert tl("memory", "learn", "--json").json() == {"learned_from": 1}
+    assert [e["text"] for e in tl("memory", "list", "--user", "ann", "--json").json()] == [
+        "I live in Oslo"]
+    decided = tl("memory", "jobs", "--json").json()[0]["decisions"]
+    assert [d["decision"] for d in decided] == ["REJECT", "ADD"]

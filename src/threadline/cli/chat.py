@@ -40,11 +40,15 @@ _HELP = """commands:
 @click.option("--corpus", metavar="NAME",
               help="Answer from this corpus: each message is rewritten into a standalone "
                    "query and the passages it finds are shown to the model, to cite by id.")
+@click.option("--user", "user_id", metavar="U",
+              help="Whose conversation: the memory writer learns from U's messages "
+                   "(threadline memory learn).")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print one JSON object.")
 @pass_context
 def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
          model_name: str | None, system: str | None, once: str | None,
-         client_msg_id: str | None, corpus: str | None, as_json: bool) -> None:
+         client_msg_id: str | None, corpus: str | None, user_id: str | None,
+         as_json: bool) -> None:
     """Talk to the model; every turn is saved as it happens."""
     if new and conversation_id:
         raise click.UsageError("--new and --conversation exclude each other")
@@ -64,23 +68,25 @@ def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
         ctx.corpora().search_ready(corpus)  # an unknown corpus fails before anything else
     engine = ctx.engine(model, system=system)
     if text is not None:
-        _once(engine, text, conversation_id, branch, client_msg_id, as_json, corpus)
+        _once(engine, text, conversation_id, branch, client_msg_id, as_json, corpus, user_id)
         return
     if conversation_id is None and not new:
         latest = store.conversations(limit=1)
         conversation_id = latest[0].conversation.id if latest else None
-    click.get_current_context().exit(_Session(engine, conversation_id, branch, corpus).run())
+    click.get_current_context().exit(
+        _Session(engine, conversation_id, branch, corpus, user_id).run())
 
 
 def _once(engine: Engine, text: str, conversation_id: str | None, branch: str,
-          client_msg_id: str | None, as_json: bool, corpus: str | None = None) -> None:
+          client_msg_id: str | None, as_json: bool, corpus: str | None = None,
+          user_id: str | None = None) -> None:
     def stream(piece: str) -> None:
         click.echo(piece, nl=False)
         sys.stdout.flush()
 
     result = engine.run_turn(text, conversation_id=conversation_id, branch=branch,
                              client_msg_id=client_msg_id, on_text=None if as_json else stream,
-                             corpus=corpus)
+                             corpus=corpus, user_id=user_id)
     if as_json:
         emit_json(turn_json(engine, result))
     elif result.deduplicated:
@@ -105,9 +111,9 @@ def turn_json(engine: Engine, result: TurnResult) -> dict[str, Any]:
 
 class _Session:
     def __init__(self, engine: Engine, conversation_id: str | None, branch: str,
-                 corpus: str | None = None) -> None:
+                 corpus: str | None = None, user_id: str | None = None) -> None:
         self.engine = engine
-        self.corpus = corpus
+        self.corpus, self.user_id = corpus, user_id
         self.conversation_id = conversation_id
         self.branch = branch
         self.rejected = 0
@@ -183,7 +189,7 @@ class _Session:
             else:
                 result = self.engine.run_turn(text, conversation_id=self.conversation_id,
                                               branch=self.branch, on_text=stream,
-                                              corpus=self.corpus)
+                                              corpus=self.corpus, user_id=self.user_id)
         except KeyboardInterrupt:
             click.echo("\n(cancelled; the turn is saved as failed — /retry answers it)")
             return

@@ -11,6 +11,7 @@ from threadline.cli._common import Context, emit_json, one_line, pass_context, t
 from threadline.errors import InputError
 from threadline.items import format_time
 from threadline.memory import MemoryKind, MemoryStore, NewMemory, Source
+from threadline.memory.writer import MemoryWriter
 from threadline.stores.relational import RelationalStore
 
 _USER = click.option("--user", "user_id", required=True, metavar="U", help="Whose memory.")
@@ -148,3 +149,36 @@ def forget(ctx: Context, user_id: str, yes: bool) -> None:
         click.confirm(f"delete everything remembered about {user_id}?", abort=True)
     gone = _memory(ctx).forget(user_id)
     click.echo(f"forgot {user_id}: {gone} entries deleted")
+
+
+@memory.command()
+@click.option("--limit", type=click.IntRange(1), default=1000, show_default=True)
+@_JSON
+@pass_context
+def learn(ctx: Context, limit: int, as_json: bool) -> None:
+    """Run the memory writer over the queued messages (turns sent with --user)."""
+    store = ctx.store()
+    assert isinstance(store, RelationalStore)
+    done = MemoryWriter(store, _memory(ctx)).run(limit)
+    if as_json:
+        emit_json({"learned_from": done})
+        return
+    click.echo(f"learned from {done} messages")
+
+
+@memory.command()
+@click.option("--status", type=click.Choice(["pending", "done", "failed"]))
+@_JSON
+@pass_context
+def jobs(ctx: Context, status: str | None, as_json: bool) -> None:
+    """The writer's queue, with what its gate decided for each message."""
+    store = ctx.store()
+    assert isinstance(store, RelationalStore)
+    found = MemoryWriter(store, _memory(ctx)).jobs(status)
+    if as_json:
+        emit_json(found)
+        return
+    for job in found:
+        decided = ", ".join(d["decision"] for d in job["decisions"] or []) or "—"
+        click.echo(f"{job['conversation_id']}#{job['seq']} {job['user_id']} {job['status']} "
+                   f"(attempts {job['attempts']}): {decided}")
