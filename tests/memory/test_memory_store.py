@@ -52,10 +52,11 @@ def memory(log: RelationalStore, clock: Clock) -> MemoryStore:
 
 
 def test_an_entry_keeps_its_provenance_and_trust(memory: MemoryStore,
-                                                 log: RelationalStore) -> None:
+                                                 log: RelationalStore, clock: Clock) -> None:
     cid = Engine(log, ScriptedModel()).run_turn("I'm vegetarian.").conversation_id
     stated = memory.add("ann", NewMemory("Ann is vegetarian", conversation_id=cid,
                                          item_seqs=(1,)))
+    clock.now = T0 + timedelta(seconds=1)  # entries list oldest first
     inferred = memory.add("ann", NewMemory("Ann likes Italian food",
                                            source=Source.MODEL_INFERRED))
     got = memory.get("ann", stated.id)
