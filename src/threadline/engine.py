@@ -45,9 +45,9 @@ from threadline.rewrite import (
     DETERMINISTIC,
     Rewriter,
     RewriteResult,
-    Turn,
     race,
 )
+from threadline.rewrite.deterministic import turns_of
 from threadline.rewrite.model import model_rewriter
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import MAIN, Commit, NewBranch, Store
@@ -297,10 +297,9 @@ class Engine:
         rewriter raced with this engine's model (unless ``use_model`` is False); the raw text
         if neither gives a valid rewrite within ``deadline_s``."""
         validate_text(text, max_bytes=self.max_message_bytes)
-        history = [Turn("user" if item.kind is ItemKind.USER else "assistant", item.text)
-                   for item in self.store.history(conversation_id, branch)
-                   if item.kind in (ItemKind.USER, ItemKind.ASSISTANT)]
-        return race(self._rewriters(use_model), history, text, deadline_s=deadline_s)
+        return race(self._rewriters(use_model),
+                    turns_of(self.store.history(conversation_id, branch)), text,
+                    deadline_s=deadline_s)
 
     def _rewriters(self, use_model: bool = True) -> list[Rewriter]:
         if not use_model:

@@ -21,7 +21,7 @@ from typing import Any
 
 from threadline.errors import InputError, NotFound
 from threadline.items import format_time, new_id, utc_now
-from threadline.stores.relational import RelationalStore
+from threadline.stores.relational import RelationalStore, Session
 from threadline.stores.rows import stored_time
 
 MAX_TEXT_BYTES = 4096
@@ -91,8 +91,7 @@ class MemoryEntry:
                 and (self.valid_to is None or self.valid_to > at))
 
     def to_json(self) -> dict[str, Any]:
-        def moment(value: datetime | None) -> str | None:
-            return None if value is None else format_time(value)
+        moment = _moment
         return {"user_id": self.user_id, "id": self.id, "kind": str(self.kind),
                 "text": self.text, "source": str(self.source), "trusted": self.trusted,
                 "conversation_id": self.conversation_id, "item_seqs": list(self.item_seqs),
@@ -205,9 +204,8 @@ class MemoryStore:
                            tuple(memory.item_seqs), self.clock(), memory.valid_from,
                            memory.valid_to, memory.expires_at)
 
-    def _insert(self, db: Any, entry: MemoryEntry) -> None:
-        def moment(value: datetime | None) -> str | None:
-            return None if value is None else format_time(value)
+    def _insert(self, db: Session, entry: MemoryEntry) -> None:
+        moment = _moment
         try:
             db.run(f"INSERT INTO memory_entries ({_COLUMNS}) VALUES "
                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -220,7 +218,7 @@ class MemoryStore:
             raise InputError(f"conversation {entry.conversation_id!r} does not exist; "
                              "nothing was saved") from err
 
-    def _current(self, db: Any, user_id: str, entry_id: str) -> None:
+    def _current(self, db: Session, user_id: str, entry_id: str) -> None:
         row = db.one("SELECT invalidated_at FROM memory_entries WHERE user_id = ? AND id = ?",
                      (_user(user_id), entry_id))
         if row is None:
@@ -228,6 +226,10 @@ class MemoryStore:
         if row[0] is not None:
             raise InputError(f"memory entry {entry_id} was already revised or withdrawn",
                              hint="change the entry that replaced it")
+
+
+def _moment(value: datetime | None) -> str | None:
+    return None if value is None else format_time(value)
 
 
 def _user(user_id: str) -> str:

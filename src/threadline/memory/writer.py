@@ -73,12 +73,9 @@ def extract(item: Item) -> tuple[list[Candidate], list[dict[str, str]]]:
             refused.append({"text": sentence, "decision": "REJECT",
                             "reason": "an instruction, not a fact: never stored as memory"})
             continue
-        for pattern in _STATEMENTS:
-            match = pattern.search(sentence)
-            if match:
-                key = (match.group(1) if match.groups() else match.group(0)).casefold()
-                found.append(Candidate(sentence.rstrip(" ."), " ".join(key.split())))
-                break
+        key = _key_of(sentence)
+        if key is not None:
+            found.append(Candidate(sentence.rstrip(" ."), key))
     return found, refused
 
 
@@ -161,6 +158,8 @@ class MemoryWriter:
 
 
 def _key_of(text: str) -> str | None:
+    """What a first-person statement is about ("live", "daughter", "prefer"), or None if
+    ``text`` is not one."""
     for pattern in _STATEMENTS:
         match = pattern.search(text)
         if match:

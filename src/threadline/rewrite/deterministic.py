@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from threadline.items import Item, ItemKind
 from threadline.rewrite.anchors import (
     STOPWORDS,
     content_words,
@@ -49,6 +50,12 @@ _CARRIED_FROM_ANSWER = 3  # names from the last answer that travel with a follow
 class Turn:
     role: str  # "user" or "assistant"
     text: str
+
+
+def turns_of(items: Sequence[Item]) -> list[Turn]:
+    """A branch's user and assistant messages as turns (tool and control items left out)."""
+    return [Turn("user" if item.kind is ItemKind.USER else "assistant", item.text)
+            for item in items if item.kind in (ItemKind.USER, ItemKind.ASSISTANT)]
 
 
 def rewrite(history: Sequence[Turn], text: str) -> str:

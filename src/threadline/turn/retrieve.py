@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from threadline.items import Item, ItemKind, NewItem
 from threadline.retrieval.corpus import Corpus
-from threadline.rewrite import Rewriter, RewriteResult, Turn, race
+from threadline.rewrite import Rewriter, RewriteResult, race
+from threadline.rewrite.deterministic import turns_of
 
 PASSAGES = 5
 
@@ -22,9 +23,7 @@ def retrieve(corpora: Corpus, corpus: str, history: Sequence[Item], text: str, *
              rewriters: Sequence[Rewriter], deadline_s: float,
              limit: int = PASSAGES) -> NewItem:
     """The retrieval item for ``text`` asked after ``history``."""
-    turns = [Turn("user" if item.kind is ItemKind.USER else "assistant", item.text)
-             for item in history if item.kind in (ItemKind.USER, ItemKind.ASSISTANT)]
-    rewritten: RewriteResult = race(rewriters, turns, text, deadline_s=deadline_s)
+    rewritten: RewriteResult = race(rewriters, turns_of(history), text, deadline_s=deadline_s)
     passages = corpora.search(corpus, rewritten.rewritten, limit=limit)
     return NewItem(ItemKind.RETRIEVAL, {
         **rewritten.to_json(), "query": rewritten.rewritten, "corpus": corpus,

@@ -93,16 +93,18 @@ class Toolbox:
 
     def __post_init__(self) -> None:
         self._by_name: dict[str, Tool | ToolSpec] = {}
+        self._validators: dict[str, Any] = {}  # built once: a turn may call a tool many times
         for tool in self.tools:
             if tool.name in self._by_name:
                 raise InputError(f"two tools are named {tool.name!r}; tool names must be unique")
+            validator = jsonschema.validators.validator_for(tool.parameters)
             try:
-                jsonschema.validators.validator_for(tool.parameters).check_schema(
-                    dict(tool.parameters))
+                validator.check_schema(dict(tool.parameters))
             except jsonschema.SchemaError as err:
                 raise InputError(f"tool {tool.name!r} has an invalid JSON schema: "
                                  f"{err.message}") from err
             self._by_name[tool.name] = tool
+            self._validators[tool.name] = validator(dict(tool.parameters))
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -125,8 +127,8 @@ class Toolbox:
         if "malformed_arguments" in content:
             return _refused(call_id, name, "the arguments are not a JSON object: "
                             f"{str(content['malformed_arguments'])[:200]!r}")
-        problems = sorted(jsonschema.validators.validator_for(tool.parameters)(
-            tool.parameters).iter_errors(content["arguments"]), key=lambda e: list(e.path))
+        problems = sorted(self._validators[name].iter_errors(content["arguments"]),
+                          key=lambda e: list(e.path))
         if problems:
             return _refused(call_id, name, "the arguments do not match the schema",
                             details=[{"path": "/".join(map(str, e.path)) or "(root)",
