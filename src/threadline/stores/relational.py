@@ -50,11 +50,13 @@ from threadline.stores.base import (
     Generation,
     Lease,
 )
-from threadline.stores.rows import call_from_row as _call
-from threadline.stores.rows import conversation_from_row as _conversation
-from threadline.stores.rows import item_from_row as _item
-from threadline.stores.rows import request_size as _size
-from threadline.stores.rows import stored_time as _time
+from threadline.stores.rows import (
+    call_from_row,
+    conversation_from_row,
+    item_from_row,
+    request_size,
+    stored_time,
+)
 
 _ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
                  "created_at, client_msg_id")
@@ -322,7 +324,8 @@ class RelationalStore:
             self._requests.move_to_end(key)
             while len(self._requests) > 1 and (
                     len(self._requests) > _REMEMBERED_BRANCHES
-                    or sum(_size(r) for _, r in self._requests.values()) > _REMEMBERED_BYTES):
+                    or sum(request_size(r) for _, r in self._requests.values())
+                    > _REMEMBERED_BYTES):
                 self._requests.popitem(last=False)
 
     def _forget(self, conversation_id: str) -> None:
@@ -405,7 +408,7 @@ class RelationalStore:
                           "WHERE id = ?", (conversation_id,))
         if not rows:
             raise UnknownConversation(conversation_id)
-        return _conversation(rows[0])
+        return conversation_from_row(rows[0])
 
     def conversations(self, *, limit: int | None = None) -> list[ConversationSummary]:
         return self._summaries("", (), limit)
@@ -432,8 +435,8 @@ class RelationalStore:
             f" FROM conversations c {where} ORDER BY updated DESC, c.id DESC{limit_clause}",
             params)
         return [ConversationSummary(
-            conversation=_conversation(row[:5]), items=row[5], turns=row[6], branches=row[7],
-            calls=row[8], updated_at=_time(row[9]),
+            conversation=conversation_from_row(row[:5]), items=row[5], turns=row[6],
+            branches=row[7], calls=row[8], updated_at=stored_time(row[9]),
             first_message=None if row[10] is None else json.loads(row[10]).get("text"))
             for row in rows]
 
@@ -443,7 +446,7 @@ class RelationalStore:
                           (conversation_id,))
         if not rows:
             self.conversation(conversation_id)  # raises UnknownConversation
-        return [Branch(conversation_id, r[0], _time(r[1]), r[2], r[3]) for r in rows]
+        return [Branch(conversation_id, r[0], stored_time(r[1]), r[2], r[3]) for r in rows]
 
     def head(self, conversation_id: str, branch: str = MAIN) -> Item | None:
         with self._reading() as db:
@@ -473,7 +476,7 @@ class RelationalStore:
                          "branch = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
                          (conversation_id, name, limit))
             if row is not None:
-                return _item(row)
+                return item_from_row(row)
         return None
 
     def _lineage(self, db: Session, conversation_id: str, branch: str) -> Lineage:
@@ -522,7 +525,7 @@ class RelationalStore:
                                              (conversation_id,)) is None:
                 self._forget(conversation_id)  # deleted through another handle
                 raise UnknownConversation(conversation_id)
-        items = (*known, *map(_item, rows))
+        items = (*known, *map(item_from_row, rows))
         if rows:
             self._remember_history(key, items)
         return list(items)
@@ -543,19 +546,19 @@ class RelationalStore:
         if not rows:
             self.conversation(conversation_id)
             raise UnknownItem(conversation_id, seq)
-        return _item(rows[0])
+        return item_from_row(rows[0])
 
     def find_client_message(self, client_msg_id: str) -> Item | None:
         rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE client_msg_id = ?",
                           (client_msg_id,))
-        return _item(rows[0]) if rows else None
+        return item_from_row(rows[0]) if rows else None
 
     def call(self, call_id: str) -> ModelCall:
         with self._reading() as db:
             row = db.one(f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE id = ?", (call_id,))
             if row is None:
                 raise UnknownCall(call_id)
-            return _call(row, self._request(db, call_id))
+            return call_from_row(row, self._request(db, call_id))
 
     def last_call(self, conversation_id: str, branch: str | None = None) -> ModelCall | None:
         sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ? " \
@@ -566,7 +569,7 @@ class RelationalStore:
             params.append(branch)
         with self._reading() as db:
             row = db.one(sql + f" ORDER BY {self.CALL_ORDER} DESC LIMIT 1", params)
-            return None if row is None else _call(row, self._request(db, row[0]))
+            return None if row is None else call_from_row(row, self._request(db, row[0]))
 
     def calls(self, conversation_id: str, *, branch: str | None = None) -> list[ModelCall]:
         self.conversation(conversation_id)
@@ -575,5 +578,5 @@ class RelationalStore:
         if branch is not None:
             sql += " AND branch = ?"
             params.append(branch)
-        return [_call(row, None) for row in self._read(sql + f" ORDER BY {self.CALL_ORDER}",
+        return [call_from_row(row, None) for row in self._read(sql + f" ORDER BY {self.CALL_ORDER}",
                                                        params)]
