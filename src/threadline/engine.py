@@ -34,6 +34,7 @@ from threadline.errors import (
     TurnSuperseded,
 )
 from threadline.items import Branch, Item, ItemKind, NewItem, format_time, utc_now
+from threadline.memory.recall import MemoryRecall
 from threadline.memory.writer import enqueue
 from threadline.models.base import ModelBackend, OnText
 from threadline.render.openai import prompt_cache_key
@@ -57,7 +58,8 @@ from threadline.turn.call import call_model
 from threadline.turn.commit import commit_reply, record_failure, sent_request
 from threadline.turn.ingest import ingest, validate_text
 from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold
-from threadline.turn.retrieve import retrieval_of, retrieve
+from threadline.turn.recall import recall
+from threadline.turn.retrieve import recorded_for, retrieve
 from threadline.turn.tools import (
     Tool,
     Toolbox,
@@ -105,7 +107,7 @@ class Engine:
                  time_in_context: bool = False,
                  policy: Policy | None = None, count: Count | None = None,
                  model_extraction: bool = False, lease: LeasePolicy = DEFAULT_LEASE,
-                 corpora: Corpus | None = None,
+                 corpora: Corpus | None = None, memory: MemoryRecall | None = None,
                  rewrite_deadline_s: float = DEFAULT_DEADLINE_S,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.store = store
@@ -113,6 +115,7 @@ class Engine:
         self.system = system
         self.toolbox = Toolbox(tools, tool_limits or ToolLimits())  # the tool loop's harness
         self.corpora = corpora  # what run_turn(corpus=...) searches
+        self.memory = memory  # what run_turn(user_id=...) recalls from
         self.rewrite_deadline_s = rewrite_deadline_s
         self.tools = self.toolbox.specs
         self.max_message_bytes = max_message_bytes
@@ -138,32 +141,35 @@ class Engine:
         there are shown to the model, to cite by id; with ``cache`` too, an answer given
         before to the same question finding the same passages is served again (see
         ``retrieval.cache``) instead of calling the model. With ``user_id``, the message is
-        queued for the memory writer (``memory.writer``), which learns from it later."""
+        queued for the memory writer (``memory.writer``), which learns from it later, and if
+        the engine has ``memory``, what is remembered about the user that bears on the message
+        is recalled into the turn's tail, with its provenance."""
         result = self._run_turn(text, conversation_id, branch, client_msg_id, on_text, on_busy,
-                                corpus, cache)
+                                corpus, cache, user_id)
         if user_id is not None and isinstance(self.store, RelationalStore):
             enqueue(self.store, result.message, user_id)
         return result
 
     def _run_turn(self, text: str, conversation_id: str | None, branch: str,
                   client_msg_id: str | None, on_text: OnText | None, on_busy: str | None,
-                  corpus: str | None, cache: bool) -> TurnResult:
+                  corpus: str | None, cache: bool, user_id: str | None) -> TurnResult:
         if corpus is not None and self.corpora is None:
             raise InputError("this engine has no corpus to search",
                              hint="create the engine with corpora=Corpus(store)")
         if conversation_id is None:  # a new conversation: nobody else can be answering it
-            return self._turn(text, None, branch, client_msg_id, on_text, None, corpus, cache)
+            return self._turn(text, None, branch, client_msg_id, on_text, None, corpus, cache,
+                              user_id)
         validate_text(text, max_bytes=self.max_message_bytes)  # refused before any wait
         self.store.head(conversation_id, branch)  # unknown ids fail before any wait
         policy = self.lease if on_busy is None else replace(self.lease, on_busy=on_busy)
         with hold(self.store, conversation_id, policy) as holding:
             return self._turn(text, conversation_id, branch, client_msg_id, on_text, holding,
-                              corpus, cache)
+                              corpus, cache, user_id)
 
     def _turn(self, text: str, conversation_id: str | None, branch: str,
               client_msg_id: str | None, on_text: OnText | None,
               holding: Holding | None, corpus: str | None = None,
-              cache: bool = False) -> TurnResult:
+              cache: bool = False, user_id: str | None = None) -> TurnResult:
         if conversation_id is not None:  # a turn that died mid-loop: its decided calls run
             self._run_pending(conversation_id, branch, holding)
         found = None
@@ -186,11 +192,7 @@ class Engine:
                           client_msg_id=client_msg_id, system=self.system)
         if ingested.reply is not None:
             return self._finished(ingested.message, ingested.reply)
-        head = None
-        if found is not None and retrieval_of(self.store.history(
-                ingested.conversation_id, ingested.branch), ingested.message) is None:
-            head = _append(self.store, ingested.conversation_id, ingested.branch, self.clock,
-                           found)
+        head = self._record_context(ingested.message, ingested.branch, found, user_id)
         if not ingested.created:
             head = self.store.head(ingested.conversation_id, ingested.branch)
             # the retried message is still the open turn (perhaps with tool calls after it)
@@ -209,6 +211,24 @@ class Engine:
                 conversation_id=result.conversation_id, reply_seq=result.reply.seq,
                 call_id=result.call.id)
         return result
+
+    def _record_context(self, message: Item, branch: str, found: NewItem | None,
+                        user_id: str | None) -> Item | None:
+        """Record what the turn retrieved and recalled after its message (once: a retried
+        message keeps what its first try recorded); the new head, if anything was."""
+        history = self.store.history(message.conversation_id, branch)
+        items = []
+        if found is not None and recorded_for(history, message, ItemKind.RETRIEVAL) is None:
+            items.append(found)
+        if user_id is not None and self.memory is not None \
+                and recorded_for(history, message, ItemKind.RECALL) is None:
+            items.append(recall(self.memory, user_id, history[: history.index(message)],
+                                message.text, deadline_s=self.rewrite_deadline_s))
+        if not items:
+            return None
+        return self.store.commit(Commit(
+            conversation_id=message.conversation_id, branch=branch, created_at=self.clock(),
+            check_head=False, items=items)).items[-1]
 
     def _corpora(self) -> Corpus:
         assert self.corpora is not None

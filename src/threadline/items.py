@@ -35,12 +35,13 @@ class ItemKind(StrEnum):
     CONSTRAINT_REMOVED = "constraint_removed"  # the user withdrew one
     WORKING_STATE = "working_state"            # the task's goal, plan, decisions, facts
     RETRIEVAL = "retrieval"                    # a turn's rewritten query and its passages
+    RECALL = "memory_recall"                   # the memories a turn recalled, with provenance
 
 
 # Kinds that steer what the model sees without being messages themselves.
 CONTROL_KINDS = frozenset({ItemKind.NOTE, ItemKind.COMPACTION, ItemKind.CONSTRAINT,
                            ItemKind.CONSTRAINT_REMOVED, ItemKind.WORKING_STATE,
-                           ItemKind.RETRIEVAL})
+                           ItemKind.RETRIEVAL, ItemKind.RECALL})
 
 
 # Required content fields per kind, and their JSON types. Extra fields are allowed and kept.
@@ -55,6 +56,7 @@ _REQUIRED: dict[ItemKind, dict[str, type | tuple[type, ...]]] = {
     ItemKind.CONSTRAINT_REMOVED: {"constraint_seq": int},
     ItemKind.WORKING_STATE: {"state": dict},
     ItemKind.RETRIEVAL: {"raw": str, "query": str, "passages": list},
+    ItemKind.RECALL: {"query": str, "memories": list},
 }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,44 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.memory.conftest import T0, Clock
 from threadline.engine import Engine
 from threadline.errors import InputError
 from threadline.memory import MemoryKind, MemoryStore, NewMemory, Source, UnknownMemory
 from threadline.models.scripted import ScriptedModel
 from threadline.stores.relational import RelationalStore
 from threadline.stores.sqlite import SQLiteStore
-
-T0 = datetime(2026, 5, 3, 9, 30, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RelationalStore]:
-    if request.param == "sqlite":
-        store: RelationalStore = SQLiteStore(tmp_path / "t.db")
-    else:
-        from threadline.stores.postgres import PostgresStore
-
-        store = PostgresStore(request.getfixturevalue("postgres_url"))
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def memory(log: RelationalStore, clock: Clock) -> MemoryStore:
-    return MemoryStore(log, clock=clock)
 
 
 def test_an_entry_keeps_its_provenance_and_trust(memory: MemoryStore,
@@ -132,6 +100,26 @@ def test_bad_entries_are_refused_and_write_nothing(memory: MemoryStore) -> None:
     with pytest.raises(InputError, match="invalid user id"):
         memory.add(" ", NewMemory("t"))
     assert memory.entries("ann", history=True) == []
+
+
+def test_add_many_adds_all_or_nothing(memory: MemoryStore) -> None:
+    memory.add("ann", NewMemory("Ann skis"))
+    good = NewMemory("Ann lives in Oslo")
+    # refused while checking, and refused by the database halfway through the inserts
+    for bad, message in [(NewMemory("x" * 5000), "entry 1: a memory entry is 5,000 bytes"),
+                         (NewMemory("t", conversation_id="c_missing"), "does not exist")]:
+        with pytest.raises(InputError, match=message):
+            memory.add_many("ann", [good, bad, good])
+        assert [e.text for e in memory.entries("ann", history=True)] == ["Ann skis"]
+    with pytest.raises(InputError, match="invalid user id"):
+        memory.add_many(" ", [good])
+    added = memory.add_many("ann", [good, NewMemory("Ann prefers tea",
+                                                    source=Source.IMPORTED)])
+    assert [(e.text, e.trusted) for e in added] == [("Ann lives in Oslo", True),
+                                                    ("Ann prefers tea", False)]
+    assert sorted(e.text for e in memory.entries("ann")) == [
+        "Ann lives in Oslo", "Ann prefers tea", "Ann skis"]
+    assert memory.add_many("ann", []) == []
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))

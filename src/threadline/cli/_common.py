@@ -11,6 +11,8 @@ import click
 from threadline.compaction.plan import policy_for
 from threadline.engine import Engine
 from threadline.errors import InputError
+from threadline.memory import MemoryStore
+from threadline.memory.recall import MemoryRecall
 from threadline.models import ModelBackend, create_model
 from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
@@ -44,11 +46,12 @@ class Context:
 
     def engine(self, model: ModelBackend, *, system: str | None = None) -> Engine:
         """An engine over this store, compacting on its own where the model has a window."""
-        settings = self.settings
-        return Engine(self.store(), model, system=system or settings.system_prompt,
+        settings, store = self.settings, self.store()
+        memory = MemoryRecall(MemoryStore(store)) if isinstance(store, RelationalStore) else None
+        return Engine(store, model, system=system or settings.system_prompt,
                       max_message_bytes=settings.max_message_bytes,
                       time_in_context=settings.time_in_context, policy=policy_for(model),
-                      corpora=self._corpora)
+                      corpora=self._corpora, memory=memory)
 
 
 pass_context = click.make_pass_decorator(Context)

@@ -15,7 +15,7 @@ from threadline.items import ItemKind
 from threadline.models import MODELS
 from threadline.stores import MAIN
 from threadline.turn.ingest import decode_utf8, validate_text
-from threadline.turn.retrieve import retrieval_of
+from threadline.turn.retrieve import recorded_for
 
 _HELP = """commands:
   /retry   answer the last message again (after a failed or cancelled turn)
@@ -41,7 +41,8 @@ _HELP = """commands:
               help="Answer from this corpus: each message is rewritten into a standalone "
                    "query and the passages it finds are shown to the model, to cite by id.")
 @click.option("--user", "user_id", metavar="U",
-              help="Whose conversation: the memory writer learns from U's messages "
+              help="Whose conversation: what is remembered about U that bears on a message "
+                   "is recalled into its turn, and the memory writer learns from U's messages "
                    "(threadline memory learn).")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print one JSON object.")
 @pass_context
@@ -98,14 +99,18 @@ def _once(engine: Engine, text: str, conversation_id: str | None, branch: str,
 def turn_json(engine: Engine, result: TurnResult) -> dict[str, Any]:
     """A turn as JSON, with its rewritten query and passages when it searched a corpus."""
     out = result.to_json()
-    found = retrieval_of(engine.store.history(result.conversation_id, result.branch),
-                         result.message)
+    history = engine.store.history(result.conversation_id, result.branch)
+    found = recorded_for(history, result.message, ItemKind.RETRIEVAL)
     if found is not None:
         content = found.content
         out["retrieval"] = {"raw": content["raw"], "query": content["query"],
                             "winner": content.get("winner"),
                             "latency_ms": content.get("latency_ms"), "corpus": content["corpus"],
                             "passages": content["passages"], "seq": found.seq}
+    recalled = recorded_for(history, result.message, ItemKind.RECALL)
+    if recalled is not None:
+        out["memory"] = {"query": recalled.content["query"], "seq": recalled.seq,
+                         "memories": recalled.content["memories"]}
     return out
 
 

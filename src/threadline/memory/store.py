@@ -25,9 +25,10 @@ from threadline.stores.relational import RelationalStore, Session
 from threadline.stores.rows import stored_time
 
 MAX_TEXT_BYTES = 4096
-_COLUMNS = ("user_id, id, kind, text, source, trusted, conversation_id, item_seqs, recorded_at, "
-            "valid_from, valid_to, expires_at, supersedes, invalidated_at, invalidated_by, "
-            "reason")
+COLUMNS = ("user_id", "id", "kind", "text", "source", "trusted", "conversation_id", "item_seqs",
+           "recorded_at", "valid_from", "valid_to", "expires_at", "supersedes",
+           "invalidated_at", "invalidated_by", "reason")
+_COLUMNS_SQL = ", ".join(COLUMNS)
 
 
 class MemoryKind(StrEnum):
@@ -63,6 +64,8 @@ class NewMemory:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     expires_at: datetime | None = None
+    # when the user said it (the message's time, for what the writer learns); default: now
+    recorded_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,21 @@ class MemoryStore:
             self._insert(db, entry)
         return entry
 
+    def add_many(self, user_id: str, memories: Sequence[NewMemory]) -> list[MemoryEntry]:
+        """Record all of ``memories`` or none (an import): every one is checked before the
+        single write session, and a failure inside it rolls the whole session back."""
+        user_id_checked(user_id)  # a bad user id is not any one entry's fault
+        entries = []
+        for index, memory in enumerate(memories):
+            try:
+                entries.append(self._entry(user_id, memory))
+            except InputError as err:
+                raise InputError(f"entry {index}: {err.message}", hint=err.hint) from err
+        with self.store.session(write=True) as db:
+            for entry in entries:
+                self._insert(db, entry)
+        return entries
+
     def update(self, user_id: str, entry_id: str, memory: NewMemory,
                reason: str = "revised") -> MemoryEntry:
         """Replace a current entry: the old one is invalidated and kept as history."""
@@ -139,20 +157,21 @@ class MemoryStore:
 
     def get(self, user_id: str, entry_id: str) -> MemoryEntry:
         with self.store.session() as db:
-            row = db.one(f"SELECT {_COLUMNS} FROM memory_entries WHERE user_id = ? AND id = ?",
-                         (_user(user_id), entry_id))
+            row = db.one(f"SELECT {_COLUMNS_SQL} FROM memory_entries "
+                         "WHERE user_id = ? AND id = ?",
+                         (user_id_checked(user_id), entry_id))
         if row is None:
             raise UnknownMemory(user_id, entry_id)
-        return _from_row(row)
+        return entry_from_row(row)
 
     def entries(self, user_id: str, *, at: datetime | None = None,
                 history: bool = False) -> list[MemoryEntry]:
         """The user's current entries at ``at`` (default: now), oldest first; with
         ``history`` also the revised, withdrawn, expired and past ones."""
         with self.store.session() as db:
-            rows = db.all(f"SELECT {_COLUMNS} FROM memory_entries WHERE user_id = ? "
-                          "ORDER BY recorded_at, id", (_user(user_id),))
-        found = [_from_row(row) for row in rows]
+            rows = db.all(f"SELECT {_COLUMNS_SQL} FROM memory_entries WHERE user_id = ? "
+                          "ORDER BY recorded_at, id", (user_id_checked(user_id),))
+        found = [entry_from_row(row) for row in rows]
         moment = at or self.clock()
         return found if history else [e for e in found if e.current(moment)]
 
@@ -160,7 +179,7 @@ class MemoryStore:
         """Delete an entry for real, with the entries it replaced."""
         with self.store.session(write=True) as db:
             if db.one("SELECT 1 FROM memory_entries WHERE user_id = ? AND id = ?",
-                      (_user(user_id), entry_id)) is None:
+                      (user_id_checked(user_id), entry_id)) is None:
                 raise UnknownMemory(user_id, entry_id)
             chain, current = [entry_id], entry_id
             while (row := db.one("SELECT supersedes FROM memory_entries WHERE user_id = ? "
@@ -173,7 +192,8 @@ class MemoryStore:
     def forget(self, user_id: str) -> int:
         """Delete everything remembered about the user; how many entries went."""
         with self.store.session(write=True) as db:
-            return db.run("DELETE FROM memory_entries WHERE user_id = ?", (_user(user_id),))
+            return db.run("DELETE FROM memory_entries WHERE user_id = ?",
+                          (user_id_checked(user_id),))
 
     def purge_expired(self, now: datetime | None = None) -> int:
         """The retention job: delete (not hide) every entry past its expiry."""
@@ -199,15 +219,15 @@ class MemoryStore:
                              f"{', '.join(Source)}") from err
         if memory.valid_from and memory.valid_to and memory.valid_to <= memory.valid_from:
             raise InputError("a memory entry's validity ends before it starts")
-        return MemoryEntry(_user(user_id), new_id("mem_"), kind, text, source,
+        return MemoryEntry(user_id_checked(user_id), new_id("mem_"), kind, text, source,
                            source in TRUSTED_SOURCES, memory.conversation_id,
-                           tuple(memory.item_seqs), self.clock(), memory.valid_from,
-                           memory.valid_to, memory.expires_at)
+                           tuple(memory.item_seqs), memory.recorded_at or self.clock(),
+                           memory.valid_from, memory.valid_to, memory.expires_at)
 
     def _insert(self, db: Session, entry: MemoryEntry) -> None:
         moment = _moment
         try:
-            db.run(f"INSERT INTO memory_entries ({_COLUMNS}) VALUES "
+            db.run(f"INSERT INTO memory_entries ({_COLUMNS_SQL}) VALUES "
                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    (entry.user_id, entry.id, str(entry.kind), entry.text, str(entry.source),
                     entry.trusted, entry.conversation_id, json.dumps(list(entry.item_seqs)),
@@ -220,7 +240,7 @@ class MemoryStore:
 
     def _current(self, db: Session, user_id: str, entry_id: str) -> None:
         row = db.one("SELECT invalidated_at FROM memory_entries WHERE user_id = ? AND id = ?",
-                     (_user(user_id), entry_id))
+                     (user_id_checked(user_id), entry_id))
         if row is None:
             raise UnknownMemory(user_id, entry_id)
         if row[0] is not None:
@@ -232,14 +252,14 @@ def _moment(value: datetime | None) -> str | None:
     return None if value is None else format_time(value)
 
 
-def _user(user_id: str) -> str:
+def user_id_checked(user_id: str) -> str:
     if not user_id or user_id != user_id.strip() or len(user_id) > 200:
         raise InputError(f"invalid user id {user_id!r}: use 1-200 characters, no surrounding "
                          "spaces")
     return user_id
 
 
-def _from_row(row: Sequence[Any]) -> MemoryEntry:
+def entry_from_row(row: Sequence[Any]) -> MemoryEntry:
     def moment(value: Any) -> datetime | None:
         return None if value is None else stored_time(value)
     recorded = moment(row[8])

@@ -215,11 +215,11 @@ def _terms(query: str) -> list[list[str]]:
     return out
 
 
-def _fts5_query(terms: list[list[str]]) -> str:
+def fts5_query(terms: list[list[str]]) -> str:
     return " OR ".join('"' + " ".join(words).replace('"', '""') + '"' for words in terms)
 
 
-def _tsquery(terms: list[list[str]]) -> str:
+def tsquery(terms: list[list[str]]) -> str:
     def lexeme(word: str) -> str:
         return "'" + word.replace("'", "''").replace("\\", "\\\\") + "'"
     return " | ".join("(" + " <-> ".join(map(lexeme, words)) + ")" for words in terms)
@@ -230,12 +230,12 @@ _LEXEME = re.compile(r"[^\W_]+")
 _FTS5_SEARCH = (
     "SELECT k.chunk_id FROM corpus_fts JOIN corpus_chunks k ON k.id = corpus_fts.rowid"
     " WHERE corpus_fts MATCH ? AND k.corpus = ? ORDER BY bm25(corpus_fts), k.chunk_id LIMIT ?",
-    _fts5_query)
+    fts5_query)
 _TSVECTOR_SEARCH = (
     "SELECT chunk_id FROM (SELECT k.chunk_id, ts_rank_cd(k.search, q) AS rank"
     " FROM corpus_chunks k, to_tsquery('simple', ?) AS q WHERE k.search @@ q"
     " AND k.corpus = ?) AS found ORDER BY rank DESC, chunk_id LIMIT ?",
-    _tsquery)
+    tsquery)
 
 
 def fuse(rankings: Sequence[Sequence[str]], *, k: int = 60) -> list[str]:

@@ -30,11 +30,11 @@ def retrieve(corpora: Corpus, corpus: str, history: Sequence[Item], text: str, *
         "passages": [p.to_json() for p in passages]})
 
 
-def retrieval_of(history: Sequence[Item], message: Item) -> Item | None:
-    """The retrieval recorded for ``message``'s turn, if any."""
+def recorded_for(history: Sequence[Item], message: Item, kind: ItemKind) -> Item | None:
+    """The ``kind`` item (a retrieval, a recall) recorded for ``message``'s turn, if any."""
     for item in reversed(history):
         if item.seq <= message.seq:
             return None
-        if item.kind is ItemKind.RETRIEVAL:
+        if item.kind is kind:
             return item
     return None

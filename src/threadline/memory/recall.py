@@ -1,0 +1,169 @@
+"""Recall: the few memory entries that bear on a message, shown with where they came from.
+
+A search names the user in the same statement as the full-text match, and only entries that
+are current at the moment asked (not revised or withdrawn, not expired, not past their
+validity) can come back. Candidates are ranked by the full-text index, then scored by how much
+of the query they cover, weighted by trust (an untrusted entry needs to cover twice as much);
+entries under the threshold are dropped, so a question about something never said recalls
+nothing, and the context says so instead of offering the nearest unrelated memory. The turn
+shows a small k of them, in its tail, each with its provenance: "the user said on 3 May 2026".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from threadline.items import format_time
+from threadline.memory.store import (
+    COLUMNS,
+    MemoryEntry,
+    MemoryStore,
+    Source,
+    entry_from_row,
+    user_id_checked,
+)
+from threadline.retrieval.corpus import fts5_query, tsquery
+from threadline.rewrite.anchors import STOPWORDS
+from threadline.stores.sqlite import SQLiteStore
+
+K = 5               # memories shown per turn
+THRESHOLD = 0.5     # the share of the query's words an entry must cover to be recalled
+UNTRUSTED_WEIGHT = 0.5
+CANDIDATES = 50     # the full-text ranking's depth before scoring
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_CURRENT = ("m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > ?) "
+            "AND (m.valid_to IS NULL OR m.valid_to > ?)")
+_SQLITE_SEARCH = (
+    f"SELECT {', '.join('m.' + c for c in COLUMNS)} FROM memory_fts f "
+    "JOIN memory_entries m ON m.rowid = f.rowid "
+    f"WHERE memory_fts MATCH ? AND m.user_id = ? AND {_CURRENT} "
+    "ORDER BY bm25(memory_fts), m.recorded_at DESC, m.id LIMIT ?")
+_POSTGRES_SEARCH = (
+    f"SELECT {', '.join('m.' + c for c in COLUMNS)} FROM memory_entries m, "
+    "to_tsquery('english', ?) AS q "
+    f"WHERE m.search @@ q AND m.user_id = ? AND {_CURRENT} "
+    "ORDER BY ts_rank_cd(m.search, q) DESC, m.recorded_at DESC, m.id LIMIT ?")
+
+_SAID = {Source.USER_STATED: "said", Source.USER_CONFIRMED: "confirmed",
+         Source.MODEL_INFERRED: "was inferred (unconfirmed)",
+         Source.TOOL_RETURNED: "came from a tool (unconfirmed)",
+         Source.IMPORTED: "was imported"}
+
+
+@dataclass(frozen=True)
+class Recalled:
+    entry: MemoryEntry
+    score: float  # the share of the query covered, times the entry's trust weight
+
+    def provenance(self, who: str = "the user") -> str:
+        """'the user said on 3 May 2026' (or confirmed, or …)."""
+        when = self.entry.recorded_at
+        return f"{who} {_SAID[self.entry.source]} on {when.day} {when:%B %Y}"
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.entry
+        return {"id": e.id, "text": e.text, "kind": str(e.kind), "source": str(e.source),
+                "trusted": e.trusted, "recorded_at": format_time(e.recorded_at),
+                "conversation_id": e.conversation_id, "item_seqs": list(e.item_seqs),
+                "score": round(self.score, 3)}
+
+
+@dataclass(frozen=True)
+class Recall:
+    query: str
+    terms: tuple[str, ...]  # what the query was matched on
+    memories: tuple[Recalled, ...]
+    threshold: float
+
+    @property
+    def abstained(self) -> bool:
+        return not self.memories
+
+    def render(self, who: str = "the user") -> str:
+        """The memories as the turn's tail shows them, or a line saying there are none."""
+        if not self.memories:
+            return f"nothing remembered about {who} bears on this message"
+        return "\n".join(f"- ({m.entry.id}) {m.provenance(who)}: \"{m.entry.text}\""
+                         for m in self.memories)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"query": self.query, "terms": list(self.terms), "threshold": self.threshold,
+                "memories": [m.to_json() for m in self.memories]}
+
+
+class MemoryRecall:
+    def __init__(self, memory: MemoryStore, *, k: int = K, threshold: float = THRESHOLD,
+                 untrusted_weight: float = UNTRUSTED_WEIGHT,
+                 candidates: int = CANDIDATES) -> None:
+        self.memory, self.k, self.threshold = memory, k, threshold
+        self.untrusted_weight, self.candidates = untrusted_weight, candidates
+        sqlite = isinstance(memory.store, SQLiteStore)
+        self._search = _SQLITE_SEARCH if sqlite else _POSTGRES_SEARCH
+        self._match = fts5_query if sqlite else tsquery
+
+    def recall(self, user_id: str, query: str, *, at: datetime | None = None,
+               ignore: Iterable[str] = (), k: int | None = None) -> Recall:
+        """The user's current memories that bear on ``query``, best first, at most ``k``.
+        ``ignore`` names words not to match on (the user's own name: their memories are
+        about them anyway)."""
+        terms = query_terms(query, ignore)
+        found = self.search(user_id, terms, at=at)
+        wanted = {_stem(t) for t in terms}
+        scored = []
+        for entry in found:
+            covered = len(wanted & {_stem(w) for w in _words(entry.text)}) / len(wanted)
+            score = covered * (1.0 if entry.trusted else self.untrusted_weight)
+            if score >= self.threshold:
+                scored.append(Recalled(entry, score))
+        scored.sort(key=lambda r: -r.score)  # stable: the index's order breaks ties
+        return Recall(query, terms, tuple(scored[: self.k if k is None else k]),
+                      self.threshold)
+
+    def search(self, user_id: str, terms: Sequence[str], *,
+               at: datetime | None = None) -> list[MemoryEntry]:
+        """The full-text candidates: current entries of the user matching any term, in the
+        index's order. This is the one query recall makes."""
+        if not terms:
+            return []
+        with self.memory.store.session() as db:
+            rows = db.all(*self.statement(user_id, terms, at=at))
+        return [entry_from_row(row) for row in rows]
+
+    def statement(self, user_id: str, terms: Sequence[str], *,
+                  at: datetime | None = None) -> tuple[str, tuple[Any, ...]]:
+        """The search's SQL and parameters: the user, and the moment entries must be
+        current at, are in the same statement as the match."""
+        moment = format_time(at or self.memory.clock())
+        return self._search, (self._match([[t] for t in terms]), user_id_checked(user_id),
+                              moment, moment, self.candidates)
+
+
+def query_terms(query: str, ignore: Iterable[str] = ()) -> tuple[str, ...]:
+    """The query's content words, lower-cased, each once, in order; none of ``ignore``."""
+    skip = {w.casefold() for name in ignore for w in _words(name)}
+    out: list[str] = []
+    for word in _words(query):
+        word = re.sub(r"['’]s$", "", word.casefold())
+        if word not in STOPWORDS and word not in skip and word not in out and len(word) > 1:
+            out.append(word)
+    return tuple(out)
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def _stem(word: str) -> str:
+    """A light suffix strip, enough to match "groups" with "group" and "painted" with
+    "painting" when scoring; the index does the real stemming."""
+    word = re.sub(r"['’]s$", "", word.casefold())
+    for suffix, keep in (("ies", 4), ("ing", 5), ("ed", 4), ("s", 3)):
+        if word.endswith(suffix) and len(word) > keep and not word.endswith("ss"):
+            word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break
+    return word.rstrip("e").replace("y", "i") if len(word) > 3 else word
