@@ -4,52 +4,44 @@ A turn enqueues its user message (``enqueue``: one row, idempotent per item). A 
 (``MemoryWriter.run``; ``threadline memory learn``) claims pending jobs with an expiring claim,
 so a crashed worker's job is taken again, and for each one:
 
-1. **extracts** candidates, without a model: first-person statements of fact or preference in a
-   user message ("I live in Oslo", "my daughter is called Mia", "I prefer metric units");
-2. **gates** them by the write policy: only user-stated content becomes trusted memory;
-   anything shaped like an instruction to the assistant is never stored as memory;
+1. **extracts** candidates (``memory.extract``): by rules, and with a model if the writer has
+   one, whose output is schema-checked (the validity rate is counted) and must quote the user;
+2. **gates** them by the write policy: only the user's own message is learned from, so
+   content from tools and documents never becomes memory, and anything shaped like an
+   instruction to the assistant is never stored; oversized statements are turned away;
 3. **decides** against the user's current entries: NOOP for one already known, UPDATE (the old
-   entry invalidated, kept as history) for a new value of the same thing ("I live in …"), ADD
-   otherwise;
+   entry invalidated, kept as history) for a new value of the same thing ("I live in …"),
+   INVALIDATE for a retraction ("I no longer live in …"), ADD otherwise;
 4. **applies** the decisions, then marks the job done with every decision and its reason. A
    job retried after a crash in between finds what it added already there (NOOP), so learning
    an item twice changes nothing; a failure is recorded and retried up to ``MAX_ATTEMPTS``.
+
+Each run ends with the retention purge: expired entries are deleted, not hidden.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from threadline.items import Item, ItemKind
-from threadline.memory.store import MemoryStore, NewMemory, Source
+from threadline.memory.extract import (
+    Candidate,
+    Decision,
+    key_of,
+    model_candidates,
+    planned_span,
+    rule_candidates,
+)
+from threadline.memory.store import MAX_TEXT_BYTES, MemoryEntry, MemoryStore, NewMemory, Source
+from threadline.models.base import ModelBackend
 from threadline.stores.relational import RelationalStore, Session
 
 MAX_ATTEMPTS = 3
 CLAIM_S = 60.0
-
-# first-person statements worth remembering; the group is what they are about (their "key")
-_STATEMENTS = [re.compile(pattern, re.IGNORECASE) for pattern in (
-    r"\bI(?: a|')m (?:(?:a|an) )?(vegetarian|vegan|allergic to \w+|\w+ years old)\b",
-    r"\bI (live|work|grew up|was born) (?:in|at|for) ",
-    r"\bmy (\w+(?: \w+)?) (?:is|are|was) ",
-    r"\bI (prefer|like|love|hate|dislike|don'?t like|use|own|have) ",
-    r"\b(?:call me|my name is) ",
-    r"\bI(?: a|')m (going|moving|travelling|traveling|flying) to ",
-)]
-_INSTRUCTION = re.compile(r"^\s*(?:please\s+)?(?:always|never|ignore|forget|remember to|send|"
-                          r"delete|do not|don'?t)\b", re.IGNORECASE)
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    text: str
-    key: str  # what it is about: a later statement with the same key replaces it
 
 
 def enqueue(store: RelationalStore, item: Item, user_id: str) -> None:
@@ -60,32 +52,24 @@ def enqueue(store: RelationalStore, item: Item, user_id: str) -> None:
                (item.conversation_id, item.seq, user_id))
 
 
-def extract(item: Item) -> tuple[list[Candidate], list[dict[str, str]]]:
-    """Candidates from a user message, and what was turned away (with why)."""
-    if item.kind is not ItemKind.USER:
-        return [], [{"text": item.text[:120], "decision": "REJECT",
-                     "reason": f"a {item.kind} is not the user's own statement"}]
-    found, refused = [], []
-    for sentence in (" ".join(s.split()) for s in _SENTENCE.findall(item.text)):
-        if not sentence:
-            continue
-        if _INSTRUCTION.match(sentence):
-            refused.append({"text": sentence, "decision": "REJECT",
-                            "reason": "an instruction, not a fact: never stored as memory"})
-            continue
-        key = _key_of(sentence)
-        if key is not None:
-            found.append(Candidate(sentence.rstrip(" ."), key))
-    return found, refused
+def extract(item: Item, max_bytes: int = MAX_TEXT_BYTES) -> tuple[list[Candidate],
+                                                                   list[Decision]]:
+    """The rules' candidates in ``item``, and what they turned away."""
+    return rule_candidates(item, max_bytes=max_bytes)
 
 
 class MemoryWriter:
+    """Learns from queued messages; with ``model``, the model extractor runs beside the
+    rules."""
+
     def __init__(self, store: RelationalStore, memory: MemoryStore, *,
+                 model: ModelBackend | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        self.store, self.memory, self.clock = store, memory, clock
+        self.store, self.memory, self.model, self.clock = store, memory, model, clock
 
     def run(self, limit: int = 100) -> int:
-        """Process up to ``limit`` pending jobs; how many were done."""
+        """Process up to ``limit`` pending jobs, then purge expired entries; how many jobs
+        were done."""
         done = 0
         for conversation_id, seq, user_id in self._claim(limit):
             try:
@@ -98,6 +82,7 @@ class MemoryWriter:
                            "WHERE conversation_id = ? AND seq = ?",
                            (f"{type(err).__name__}: {err}", MAX_ATTEMPTS, conversation_id,
                             seq))
+        self.memory.purge_expired()
         return done
 
     def jobs(self, status: str | None = None) -> list[dict[str, Any]]:
@@ -109,6 +94,18 @@ class MemoryWriter:
         return [{"conversation_id": r[0], "seq": r[1], "user_id": r[2], "status": r[3],
                  "attempts": r[4], "decisions": json.loads(r[5]) if r[5] else None,
                  "error": r[6]} for r in rows]
+
+    def stats(self) -> dict[str, Any]:
+        """What the gate decided over every job, and the model extractor's schema-validity
+        rate (None when no model output was seen)."""
+        decisions = [d for job in self.jobs() for d in job["decisions"] or []]
+        extracted = [d for d in decisions if d["decision"] == "EXTRACT"]
+        valid = sum(1 for d in extracted if d["valid"])
+        return {"jobs": len(self.jobs()),
+                "decisions": dict(Counter(d["decision"] for d in decisions
+                                          if d["decision"] != "EXTRACT")),
+                "model_outputs": len(extracted), "schema_valid": valid,
+                "schema_validity_rate": valid / len(extracted) if extracted else None}
 
     def _claim(self, limit: int) -> list[tuple[str, int, str]]:
         now = self.clock()
@@ -127,7 +124,17 @@ class MemoryWriter:
 
     def _learn(self, conversation_id: str, seq: int, user_id: str) -> None:
         item = self.store.item(conversation_id, seq)
-        candidates, decisions = extract(item)
+        limit = self.memory.max_text_bytes
+        candidates, decisions = rule_candidates(item, max_bytes=limit)
+        if self.model is not None and item.kind is ItemKind.USER:  # the gate's first rule
+            found = model_candidates(self.store, self.model, item, max_bytes=limit,
+                                     clock=self.memory.clock)
+            decisions = found.decisions + decisions
+            # where both found the same statement, the model's quote is the more precise
+            quotes = [c.text.casefold() for c in found.candidates]
+            candidates = found.candidates + [
+                c for c in candidates
+                if not any(q in c.text.casefold() or c.text.casefold() in q for q in quotes)]
         current = self.memory.entries(user_id)
         for candidate in candidates:
             decisions.append(self._decide(user_id, candidate, item, current))
@@ -135,19 +142,32 @@ class MemoryWriter:
             _finish(db, conversation_id, seq, decisions)
 
     def _decide(self, user_id: str, candidate: Candidate, item: Item,
-                current: list[Any]) -> dict[str, str]:
+                current: list[MemoryEntry]) -> Decision:
+        same_key = None if candidate.key is None else next(
+            (e for e in reversed(current) if _key(e) == candidate.key), None)
+        if candidate.retract:
+            if same_key is None:
+                return {"text": candidate.text, "decision": "NOOP",
+                        "reason": f"nothing remembered about {candidate.key!r} to withdraw"}
+            self.memory.invalidate(user_id, same_key.id,
+                                   reason=f"the user withdrew it: {candidate.text}")
+            current.remove(same_key)
+            return {"text": candidate.text, "decision": "INVALIDATE", "entry": same_key.id,
+                    "reason": f"a retraction of {candidate.key!r}"}
         same_text = next((e for e in current if e.text.casefold() == candidate.text.casefold()),
                          None)
         if same_text is not None:
             return {"text": candidate.text, "decision": "NOOP", "entry": same_text.id,
                     "reason": "already remembered"}
+        span = planned_span(candidate.text, item.created_at)
         memory = NewMemory(candidate.text, source=Source.USER_STATED,
-                           conversation_id=item.conversation_id, item_seqs=(item.seq,))
-        same_key = next((e for e in reversed(current)
-                         if _key_of(e.text) == candidate.key), None)
+                           conversation_id=item.conversation_id, item_seqs=(item.seq,),
+                           recorded_at=item.created_at, valid_from=span and span[0],
+                           valid_to=span and span[1])
         if same_key is not None:
             entry = self.memory.update(user_id, same_key.id, memory,
                                        reason=f"the user said so again: {candidate.key}")
+            current.remove(same_key)
             current.append(entry)
             return {"text": candidate.text, "decision": "UPDATE", "entry": entry.id,
                     "replaces": same_key.id, "reason": f"a new value for {candidate.key!r}"}
@@ -157,19 +177,11 @@ class MemoryWriter:
                 "reason": "a user-stated fact"}
 
 
-def _key_of(text: str) -> str | None:
-    """What a first-person statement is about ("live", "daughter", "prefer"), or None if
-    ``text`` is not one."""
-    for pattern in _STATEMENTS:
-        match = pattern.search(text)
-        if match:
-            return " ".join((match.group(1) if match.groups() else match.group(0)
-                             ).casefold().split())
-    return None
+def _key(entry: MemoryEntry) -> str | None:
+    return key_of(entry.text)
 
 
-def _finish(db: Session, conversation_id: str, seq: int, decisions: list[dict[str, str]]
-            ) -> None:
+def _finish(db: Session, conversation_id: str, seq: int, decisions: list[Decision]) -> None:
     db.run("UPDATE memory_jobs SET status = 'done', claimed_until = NULL, error = NULL, "
            "decisions = ? WHERE conversation_id = ? AND seq = ?",
            (json.dumps(decisions, ensure_ascii=False), conversation_id, seq))
