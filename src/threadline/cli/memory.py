@@ -1,9 +1,11 @@
-"""``threadline memory list|show|add|edit|delete|export`` and ``threadline forget``: what is
-remembered about a user, under the user's control."""
+"""``threadline memory list|show|add|edit|delete|export|import|purge`` and ``threadline
+forget``: what is remembered about a user, under the user's control."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from pathlib import Path
 
 import click
 
@@ -11,7 +13,15 @@ from threadline.cli._common import Context, emit_json, one_line, pass_context, t
 from threadline.errors import InputError
 from threadline.items import format_time
 from threadline.memory import MemoryKind, MemoryStore, NewMemory, Source
+from threadline.memory.recall import THRESHOLD, K, MemoryRecall
+from threadline.memory.transfer import (
+    export_document,
+    read_import,
+    safe_export_path,
+    write_atomically,
+)
 from threadline.memory.writer import MemoryWriter
+from threadline.models import MODELS
 from threadline.stores.relational import RelationalStore
 
 _USER = click.option("--user", "user_id", required=True, metavar="U", help="Whose memory.")
@@ -37,7 +47,7 @@ def _when(value: str | None) -> datetime | None:
 
 @click.group()
 def memory() -> None:
-    """What threadline remembers about a user: list, correct, delete, export."""
+    """What threadline remembers about a user: list, correct, delete, export, import."""
 
 
 @memory.command(name="list")
@@ -132,11 +142,71 @@ def delete(ctx: Context, entry_id: str, user_id: str) -> None:
 
 @memory.command()
 @_USER
+@click.option("--out", type=click.Path(path_type=Path), metavar="FILE",
+              help="Write the JSON to FILE instead of standard output.")
+@click.option("--dir", "directory", type=click.Path(path_type=Path), metavar="DIR",
+              help="Write DIR/<user id, percent-encoded>.json; never a path outside DIR.")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @pass_context
-def export(ctx: Context, user_id: str) -> None:
-    """Everything remembered about a user, history included, as JSON on standard output."""
-    emit_json({"user_id": user_id, "entries": [
-        e.to_json() for e in _memory(ctx).entries(user_id, history=True)]})
+def export(ctx: Context, user_id: str, out: Path | None, directory: Path | None,
+           force: bool) -> None:
+    """Everything remembered about a user, history included, as JSON.
+
+    On standard output unless --out or --dir; a file is written whole or not at all."""
+    if out is not None and directory is not None:
+        raise InputError("pass --out or --dir, not both; nothing was written")
+    if force and out is None and directory is None:
+        raise InputError("--force only applies with --out or --dir")
+    store = _memory(ctx)
+    # the path is checked before the store is read, so a refused export costs nothing
+    target = safe_export_path(directory, user_id) if directory is not None else out
+    document = export_document(store, user_id)
+    if target is None:
+        emit_json(document)
+        return
+    write_atomically(target, json.dumps(document, ensure_ascii=False, indent=2) + "\n",
+                     force=force)
+    click.echo(str(target))
+
+
+@memory.command(name="import")
+@click.argument("file", type=click.Path(path_type=Path), metavar="FILE")
+@_USER
+@click.option("--trust", is_flag=True,
+              help="Keep each entry's recorded source (and so its trust) instead of "
+                   "marking it imported.")
+@_JSON
+@pass_context
+def import_memory(ctx: Context, file: Path, user_id: str, trust: bool, as_json: bool) -> None:
+    """Add the current entries of a memory export (FILE) to a user's memory.
+
+    The file must be the same user's export. Everything is checked first and added in one
+    transaction: a bad file or entry adds nothing. Revised, withdrawn and expired entries
+    are skipped; links to conversations are dropped."""
+    store = _memory(ctx)
+    plan = read_import(file, user_id, now=store.clock(), trust=trust,
+                       max_text_bytes=store.max_text_bytes)
+    added = store.add_many(user_id, plan.memories)
+    if as_json:
+        emit_json({"user_id": user_id, "imported": len(added), "skipped": plan.skipped,
+                   "entries": [e.id for e in added]})
+        return
+    click.echo(f"imported {len(added)} entries for {user_id} "
+               f"({plan.skipped} history entries skipped)")
+
+
+@memory.command()
+@_JSON
+@pass_context
+def purge(ctx: Context, as_json: bool) -> None:
+    """Delete every user's expired entries, for real (the retention job).
+
+    Entries expire at the date given with --expires; run this on a schedule."""
+    deleted = _memory(ctx).purge_expired()
+    if as_json:
+        emit_json({"deleted": deleted})
+        return
+    click.echo(f"deleted {deleted} expired entries")
 
 
 @click.command()
@@ -153,17 +223,47 @@ def forget(ctx: Context, user_id: str, yes: bool) -> None:
 
 @memory.command()
 @click.option("--limit", type=click.IntRange(1), default=1000, show_default=True)
+@click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
+              help="Also ask this model for the facts in each message (its JSON is "
+                   "schema-checked, and a fact must quote the user). Default: rules only.")
 @_JSON
 @pass_context
-def learn(ctx: Context, limit: int, as_json: bool) -> None:
-    """Run the memory writer over the queued messages (turns sent with --user)."""
+def learn(ctx: Context, limit: int, model_name: str | None, as_json: bool) -> None:
+    """Run the memory writer over the queued messages (turns sent with --user), then the
+    retention purge."""
     store = ctx.store()
     assert isinstance(store, RelationalStore)
-    done = MemoryWriter(store, _memory(ctx)).run(limit)
+    model = ctx.model(model_name) if model_name else None
+    writer = MemoryWriter(store, _memory(ctx), model=model)
+    done = writer.run(limit)
+    stats = writer.stats()
     if as_json:
-        emit_json({"learned_from": done})
+        emit_json({"learned_from": done, **stats})
         return
-    click.echo(f"learned from {done} messages")
+    click.echo(f"learned from {done} messages; decisions so far: "
+               f"{', '.join(f'{k} {v}' for k, v in sorted(stats['decisions'].items())) or '—'}")
+    if stats["model_outputs"]:
+        click.echo(f"model extraction: {stats['schema_valid']} of {stats['model_outputs']} "
+                   f"answers schema-valid ({stats['schema_validity_rate']:.0%})")
+
+
+@memory.command()
+@click.argument("text")
+@_USER
+@click.option("--k", "k", type=click.IntRange(1), default=K, show_default=True)
+@click.option("--threshold", type=click.FloatRange(0, 1), default=THRESHOLD,
+              show_default=True, help="The share of the message an entry must cover.")
+@_JSON
+@pass_context
+def recall(ctx: Context, text: str, user_id: str, k: int, threshold: float,
+           as_json: bool) -> None:
+    """What a turn sent by the user with TEXT would recall: the entries, their scores and
+    provenance, exactly as the model would be shown them."""
+    found = MemoryRecall(_memory(ctx), k=k, threshold=threshold).recall(user_id, text)
+    if as_json:
+        emit_json({**found.to_json(), "text": found.render()})
+        return
+    click.echo(found.render())
 
 
 @memory.command()
