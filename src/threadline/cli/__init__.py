@@ -20,9 +20,10 @@ from threadline.cli.conversations import conversations
 from threadline.cli.corpus import ask, corpus
 from threadline.cli.cost import cost
 from threadline.cli.db import db
+from threadline.cli.evaluate import eval_
 from threadline.cli.importer import import_
 from threadline.cli.memory import forget, memory
-from threadline.cli.rewrite import eval_, rewrite
+from threadline.cli.rewrite import rewrite
 from threadline.cli.serve import serve
 from threadline.errors import ThreadlineError
 from threadline.settings import Settings

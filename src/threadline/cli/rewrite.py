@@ -1,4 +1,5 @@
-"""``threadline rewrite`` (a follow-up as a standalone query) and ``threadline eval canard``."""
+"""``threadline rewrite`` (a follow-up as a standalone query) and ``threadline eval canard``
+(registered in ``cli/evaluate.py``)."""
 
 from __future__ import annotations
 
@@ -51,12 +52,7 @@ def rewrite(ctx: Context, text: str, conversation_id: str, branch: str,
                f"{', '.join(result.preserved) or 'nothing'}]", err=True)
 
 
-@click.group(name="eval")
-def eval_() -> None:
-    """Evaluate threadline's parts on external benchmark files."""
-
-
-@eval_.command()
+@click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--limit", type=click.IntRange(1), help="Only the first N examples.")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),

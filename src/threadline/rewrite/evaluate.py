@@ -15,7 +15,6 @@ questions and answers; it becomes a conversation whose opening user message is t
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from threadline.benchmark_files import read_records
 from threadline.errors import InputError
 from threadline.rewrite.anchors import content_words, missing, must_preserve
 from threadline.rewrite.deterministic import Turn
@@ -41,17 +41,7 @@ Attempt = Callable[[Example], tuple[str, float, bool]]
 
 def load_canard(path: Path) -> list[Example]:
     """Examples from a CANARD-format JSON file, or InputError saying what is wrong."""
-    try:
-        records = json.loads(path.read_text("utf-8"))
-    except OSError as err:
-        raise InputError(f"cannot read {path}: {err.strerror or err}") from err
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path} is not UTF-8 text") from err
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path} is not JSON: {err}",
-                         hint="CANARD files are a JSON array of objects") from err
-    if not isinstance(records, list) or not records:
-        raise InputError(f"{path} must hold a non-empty JSON array of CANARD records")
+    records = read_records(path, what="CANARD records")
     examples = []
     for n, record in enumerate(records):
         if not (isinstance(record, dict) and isinstance(record.get("History"), list)

@@ -1,0 +1,88 @@
+"""``threadline eval``: threadline's parts on external benchmark files (``canard`` for the
+rewrite hop, ``locomo`` for long-term memory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from threadline.cache.tokens import default_tokenizer
+from threadline.cli._common import Context, emit_json, pass_context
+from threadline.cli.rewrite import canard
+from threadline.memory.evaluate import evaluate, load_locomo, model_extraction
+from threadline.memory.recall import THRESHOLD, K
+from threadline.models import MODELS
+
+
+@click.group(name="eval")
+def eval_() -> None:
+    """Evaluate threadline's parts on external benchmark files."""
+
+
+eval_.add_command(canard)
+
+
+@eval_.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--k", "k", type=click.IntRange(1), default=K, show_default=True,
+              help="Memories recalled per question.")
+@click.option("--window", type=click.IntRange(1), default=20, show_default=True,
+              help="Turns the last-N baseline keeps.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=THRESHOLD,
+              show_default=True, help="The share of the question an entry must cover.")
+@click.option("--limit", type=click.IntRange(1), help="Only the first N samples.")
+@click.option("--extract-model", "model_name", type=click.Choice(sorted(MODELS)),
+              help="Also run this model's fact extractor and report how often its output "
+                   "is schema-valid.")
+@click.option("--extract-limit", type=click.IntRange(1), default=50, show_default=True,
+              help="Turns the model extractor reads (it is slow on a CPU).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def locomo(ctx: Context, file: Path, k: int, window: int, threshold: float,
+           limit: int | None, model_name: str | None, extract_limit: int,
+           as_json: bool) -> None:
+    """Score memory recall on a file in LoCoMo's format: evidence recall@k and context tokens
+    for threadline's recall, a last-N-turns window and the full conversation; abstention on
+    adversarial questions; knowledge updates; recall latency against its raw query. Runs in a
+    scratch store; the data directory is not touched."""
+    samples = load_locomo(file)[:limit]
+    tokenizer = default_tokenizer()
+
+    def progress(line: str) -> None:
+        click.echo(line, err=True)
+    report = evaluate(samples, tokenizer, k=k, window=window, threshold=threshold,
+                      progress=progress).to_json()
+    report = {"file": str(file), **report}
+    if model_name is not None:
+        report["model_extraction"] = model_extraction(samples, ctx.model(model_name),
+                                                      limit=extract_limit, progress=progress)
+    if as_json:
+        emit_json(report)
+        return
+    _print(report)
+
+
+def _print(report: dict[str, Any]) -> None:
+    def num(value: float | None) -> str:
+        return "—" if value is None else f"{value:.3f}"
+    click.echo(f"{report['file']}: {report['samples']} samples, {report['turns']} turns, "
+               f"{report['questions']} questions; k={report['k']}, last {report['window_turns']}"
+               f" turns, threshold {report['threshold']}, tokens by {report['tokenizer']}")
+    click.echo(f"{'arm':<11} {'recall@k':>9} {'tokens':>9} {'vs full':>8} {'abstain':>8} "
+               f"{'false abstain':>14}")
+    for name, arm in report["arms"].items():
+        click.echo(f"{name:<11} {num(arm['evidence_recall_at_k']):>9} "
+                   f"{arm['context_tokens_mean'] or 0:>9.1f} "
+                   f"{num(arm['context_tokens_ratio_vs_full']):>8} "
+                   f"{num(arm['abstention_rate']):>8} {num(arm['false_abstention_rate']):>14}")
+    latency = report["latency"]
+    click.echo(f"recall p50 {latency['recall_p50_ms']} ms, p95 {latency['recall_p95_ms']} ms;"
+               f" raw query p50 {latency['raw_query_p50_ms']} ms, p95 "
+               f"{latency['raw_query_p95_ms']} ms (ratios {latency['p50_ratio']}, "
+               f"{latency['p95_ratio']})")
+    click.echo(f"knowledge updates: {report['knowledge_updates']}")
+    click.echo(f"writer decisions: {report['writer']['decisions']}")
+    if "model_extraction" in report:
+        click.echo(f"model extraction: {report['model_extraction']}")

@@ -1,0 +1,383 @@
+"""Long-term memory on LoCoMo-format files: does recall find the evidence, for how many tokens.
+
+Each sample's sessions are ingested in order into a fresh store, every turn a message of its
+speaker with the session's date as the clock, and the memory writer learns from each session
+before the next arrives: each speaker is a user with their own memory. Every question is then
+answered three ways, each measured by the evidence turns its context holds and its size in
+tokens:
+
+- ``threadline``: the top k memories recalled for the question, from the memory of the
+  speakers it names (both if it names neither), with their provenance; evidence is covered
+  when a recalled memory's provenance is an evidence turn;
+- ``last_n``: the last N turns of the conversation, as a sliding window would keep;
+- ``full``: every turn (the whole conversation in the context).
+
+Adversarial questions (category 5) ask about something the speaker never said; recall
+should abstain, and the context then says nothing is remembered. Knowledge updates are probed
+with every revised or withdrawn entry: recalling with its old text must not return it.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from threadline.benchmark_files import read_records
+from threadline.cache.tokens import Tokenizer
+from threadline.errors import InputError
+from threadline.items import Item, NewItem, new_id
+from threadline.memory.extract import model_candidates
+from threadline.memory.recall import MemoryRecall, Recall, Recalled, query_terms
+from threadline.memory.store import MAX_TEXT_BYTES, MemoryStore
+from threadline.memory.writer import MemoryWriter, enqueue
+from threadline.models.base import ModelBackend
+from threadline.stores.base import Commit, NewConversation
+from threadline.stores.sqlite import SQLiteStore
+
+ADVERSARIAL = 5
+_WHEN = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Session:
+    number: int
+    when: datetime
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    evidence: tuple[str, ...]
+    category: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    id: str
+    speakers: tuple[str, str]
+    sessions: tuple[Session, ...]
+    questions: tuple[Question, ...]
+
+    @property
+    def turns(self) -> list[Turn]:
+        return [t for s in self.sessions for t in s.turns]
+
+
+def load_locomo(path: Path) -> list[Sample]:
+    """Samples from a LoCoMo-format JSON file, or InputError saying what is wrong."""
+    records = read_records(path, what="LoCoMo samples")
+    return [_sample(path, n, record) for n, record in enumerate(records)]
+
+
+def _sample(path: Path, n: int, record: Any) -> Sample:
+    def bad(what: str) -> InputError:
+        return InputError(f"{path}: sample {n}: {what}",
+                          hint='each sample needs "conversation" (speaker_a, speaker_b, '
+                               'session_N_date_time, session_N) and "qa"')
+    if not isinstance(record, dict) or not isinstance(record.get("conversation"), dict) \
+            or not isinstance(record.get("qa"), list):
+        raise bad("not a LoCoMo sample")
+    talk = record["conversation"]
+    speakers = (talk.get("speaker_a"), talk.get("speaker_b"))
+    if not all(isinstance(s, str) and s for s in speakers):
+        raise bad("speaker_a and speaker_b must be names")
+    sessions = []
+    numbers = sorted(int(k.split("_")[1]) for k in talk
+                     if re.fullmatch(r"session_\d+", k) and talk[k])
+    for number in numbers:
+        when = _when(str(talk.get(f"session_{number}_date_time", "")))
+        if when is None:
+            raise bad(f"session {number} has no readable date ('1:56 pm on 8 May, 2023')")
+        turns = []
+        for turn in talk[f"session_{number}"]:
+            if not (isinstance(turn, dict) and isinstance(turn.get("text"), str)
+                    and isinstance(turn.get("dia_id"), str)
+                    and turn.get("speaker") in speakers):
+                raise bad(f"session {number} has a turn without speaker, dia_id and text")
+            turns.append(Turn(turn["dia_id"], turn["speaker"], turn["text"]))
+        sessions.append(Session(number, when, tuple(turns)))
+    questions = []
+    for qa in record["qa"]:
+        if not (isinstance(qa, dict) and isinstance(qa.get("question"), str)
+                and isinstance(qa.get("category"), int)):
+            raise bad("a qa item needs a question and a category")
+        evidence = tuple(e for e in qa.get("evidence") or () if isinstance(e, str))
+        questions.append(Question(qa["question"], evidence, qa["category"]))
+    return Sample(str(record.get("sample_id", n)), (speakers[0], speakers[1]),
+                  tuple(sessions), tuple(questions))
+
+
+def _when(text: str) -> datetime | None:
+    match = _WHEN.search(text)
+    if match is None:
+        return None
+    hour, minute, half, day, month, year = match.groups()
+    try:
+        moment = datetime.strptime(f"{day} {month[:3]} {year}", "%d %b %Y")
+    except ValueError:
+        return None
+    hour24 = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
+    return moment.replace(hour=hour24, minute=int(minute), tzinfo=UTC)
+
+
+@dataclass
+class Arm:
+    """One way of building the context: per-question evidence recall and tokens."""
+
+    recall: list[float] = field(default_factory=list)        # categories 1-4
+    tokens: list[int] = field(default_factory=list)          # every question
+    abstained: list[bool] = field(default_factory=list)      # category 5
+    wrongly_abstained: list[bool] = field(default_factory=list)  # categories 1-4
+
+    def to_json(self, full_tokens: int) -> dict[str, Any]:
+        mean = statistics.fmean
+        return {"evidence_recall_at_k": round(mean(self.recall), 4) if self.recall else None,
+                "context_tokens_mean": round(mean(self.tokens), 1) if self.tokens else None,
+                "context_tokens_ratio_vs_full": round(sum(self.tokens) / full_tokens, 4)
+                if full_tokens else None,
+                "abstention_rate": round(mean(self.abstained), 4) if self.abstained else None,
+                "false_abstention_rate": round(mean(self.wrongly_abstained), 4)
+                if self.wrongly_abstained else None}
+
+
+@dataclass
+class Evaluation:
+    k: int
+    window: int
+    threshold: float
+    tokenizer: str
+    samples: int = 0
+    turns: int = 0
+    questions: int = 0
+    arms: dict[str, Arm] = field(default_factory=lambda: {
+        "threadline": Arm(), "last_n": Arm(), "full": Arm()})
+    by_category: dict[int, list[float]] = field(default_factory=dict)
+    recall_ms: list[float] = field(default_factory=list)
+    raw_query_ms: list[float] = field(default_factory=list)
+    updates: dict[str, int] = field(default_factory=lambda: {
+        "revised_or_withdrawn": 0, "stale_recalled": 0, "current_recalled": 0,
+        "kept_as_history": 0})
+    writer: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        full = sum(self.arms["full"].tokens)
+        p = _percentile
+        recall_p50, raw_p50 = p(self.recall_ms, 50), p(self.raw_query_ms, 50)
+        recall_p95, raw_p95 = p(self.recall_ms, 95), p(self.raw_query_ms, 95)
+        return {
+            "samples": self.samples, "turns": self.turns, "questions": self.questions,
+            "k": self.k, "window_turns": self.window, "threshold": self.threshold,
+            "tokenizer": self.tokenizer,
+            "arms": {name: arm.to_json(full) for name, arm in self.arms.items()},
+            "threadline_recall_by_category": {
+                str(c): round(statistics.fmean(v), 4) for c, v in sorted(self.by_category.items())},
+            "knowledge_updates": self.updates,
+            "latency": {"recall_p50_ms": recall_p50, "recall_p95_ms": recall_p95,
+                        "raw_query_p50_ms": raw_p50, "raw_query_p95_ms": raw_p95,
+                        "p50_ratio": _ratio(recall_p50, raw_p50),
+                        "p95_ratio": _ratio(recall_p95, raw_p95)},
+            "writer": self.writer,
+        }
+
+
+def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, k: int = 5,
+             window: int = 20, threshold: float = 0.5,
+             progress: Callable[[str], None] | None = None) -> Evaluation:
+    """Ingest, learn and ask every sample in a scratch store; the measurements."""
+    result = Evaluation(k=k, window=window, threshold=threshold, tokenizer=tokenizer.name)
+    writer_totals: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="threadline-locomo-") as scratch:
+        for n, sample in enumerate(samples):
+            if progress:
+                progress(f"sample {n + 1}/{len(samples)} ({sample.id}): "
+                         f"{len(sample.sessions)} sessions, {len(sample.questions)} questions")
+            store = SQLiteStore(Path(scratch) / f"{n}.db")
+            try:
+                stats = _one(sample, store, tokenizer, result, k, window, threshold)
+            finally:
+                store.close()
+            for name, count in stats["decisions"].items():
+                writer_totals[name] = writer_totals.get(name, 0) + count
+            result.samples += 1
+    result.writer = {"decisions": writer_totals}
+    return result
+
+
+def _one(sample: Sample, store: SQLiteStore, tokenizer: Tokenizer, result: Evaluation,
+         k: int, window: int, threshold: float) -> dict[str, Any]:
+    clock = [sample.sessions[0].when]
+    memory = MemoryStore(store, clock=lambda: clock[0])
+    writer = MemoryWriter(store, memory)
+    seqs: dict[int, str] = {}
+    conversation = new_id("c_")
+    store.commit(Commit(conversation_id=conversation, created_at=clock[0], expected_head=None,
+                        create=NewConversation(conversation, title=f"LoCoMo {sample.id}")))
+    for session in sample.sessions:
+        clock[0] = session.when
+        for offset, turn in enumerate(session.turns):
+            item = _say(store, conversation, turn, session.when + timedelta(seconds=offset))
+            seqs[item.seq] = turn.dia_id
+            enqueue(store, item, turn.speaker)
+        while writer.run(limit=500):
+            pass
+    clock[0] = sample.sessions[-1].when + timedelta(days=1)
+    recall = MemoryRecall(memory, k=k, threshold=threshold)
+    turns = sample.turns
+    count = _counter(tokenizer)
+    lines = [f"{t.speaker}: {t.text}" for t in turns]
+    full_tokens = sum(count(line) for line in lines)
+    last = {t.dia_id for t in turns[-window:]}
+    last_tokens = sum(count(line) for line in lines[-window:])
+    known = {t.dia_id for t in turns}
+    for question in sample.questions:
+        evidence = [e for e in question.evidence if e in known]
+        subjects = _subjects(question.text, sample.speakers)
+        found, context = _recall(recall, subjects, question.text, k, result)
+        covered = {seqs[s] for m in found for s in m.entry.item_seqs if s in seqs}
+        arms = result.arms
+        arms["threadline"].tokens.append(count(context))
+        arms["last_n"].tokens.append(last_tokens)
+        arms["full"].tokens.append(full_tokens)
+        if question.category == ADVERSARIAL:
+            arms["threadline"].abstained.append(not found)
+            arms["last_n"].abstained.append(False)
+            arms["full"].abstained.append(False)
+        elif evidence:
+            share = len(covered & set(evidence)) / len(evidence)
+            arms["threadline"].recall.append(share)
+            arms["threadline"].wrongly_abstained.append(not found)
+            arms["last_n"].recall.append(len(last & set(evidence)) / len(evidence))
+            arms["full"].recall.append(1.0)
+            result.by_category.setdefault(question.category, []).append(share)
+        result.questions += 1
+    _probe_updates(memory, recall, sample.speakers, result)
+    result.turns += len(turns)
+    return writer.stats()
+
+
+def model_extraction(samples: Sequence[Sample], model: ModelBackend, *, limit: int,
+                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The model extractor on the first ``limit`` turns: how often its answer is
+    schema-valid, and what the gate made of the facts it pointed at."""
+    turns = [t for sample in samples for t in sample.turns][:limit]
+    valid = 0
+    decisions: dict[str, int] = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="threadline-locomo-") as scratch:
+        store = SQLiteStore(Path(scratch) / "extract.db")
+        try:
+            conversation = new_id("c_")
+            when = samples[0].sessions[0].when
+            store.commit(Commit(conversation_id=conversation, created_at=when,
+                                expected_head=None, create=NewConversation(conversation)))
+            for n, turn in enumerate(turns):
+                item = _say(store, conversation, turn, when)
+                found = model_candidates(store, model, item, max_bytes=MAX_TEXT_BYTES,
+                                         clock=lambda: when)
+                valid += found.valid
+                for d in found.decisions[1:]:
+                    decisions[d["decision"]] = decisions.get(d["decision"], 0) + 1
+                decisions["CANDIDATE"] = decisions.get("CANDIDATE", 0) + len(found.candidates)
+                if progress and (n + 1) % 10 == 0:
+                    progress(f"model extraction: {n + 1}/{len(turns)}")
+        finally:
+            store.close()
+    return {"model": model.model_id, "messages": len(turns), "schema_valid": valid,
+            "schema_validity_rate": round(valid / len(turns), 4) if turns else None,
+            "facts_kept": decisions.pop("CANDIDATE", 0), "gate": decisions,
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+def _say(store: SQLiteStore, conversation: str, turn: Turn, when: datetime) -> Item:
+    return store.commit(Commit(
+        conversation_id=conversation, created_at=when, check_head=False,
+        items=[NewItem.user(turn.text)])).items[0]
+
+
+def _subjects(question: str, speakers: tuple[str, str]) -> list[str]:
+    """The speakers a question names (by first name too), or both if it names neither."""
+    named = [s for s in speakers if re.search(rf"\b{re.escape(s.split()[0])}\b", question,
+                                              re.IGNORECASE)]
+    return named or list(speakers)
+
+
+def _recall(recall: MemoryRecall, subjects: Sequence[str], question: str, k: int,
+            result: Evaluation) -> tuple[list[Recalled], str]:
+    """The k best memories over the subjects' memories, and the context text they make;
+    timed against the raw full-text query each recall makes."""
+    found: list[Recalled] = []
+    blocks = []
+    for subject in subjects:
+        started = time.perf_counter()
+        recalled: Recall = recall.recall(subject, question, ignore=[subject])
+        result.recall_ms.append((time.perf_counter() - started) * 1000)
+        result.raw_query_ms.append(_raw_ms(recall, subject, question))
+        found.extend(recalled.memories)
+    found.sort(key=lambda m: -m.score)
+    found = found[:k]
+    for subject in subjects:
+        mine = tuple(m for m in found if m.entry.user_id == subject)
+        blocks.append(Recall(question, (), mine, recall.threshold).render(who=subject))
+    return found, "\n".join(blocks)
+
+
+def _raw_ms(recall: MemoryRecall, subject: str, question: str) -> float:
+    terms = query_terms(question, [subject])
+    if not terms:
+        return 0.0
+    sql, params = recall.statement(subject, terms)
+    started = time.perf_counter()
+    with recall.memory.store.session() as db:
+        db.all(sql, params)
+    return (time.perf_counter() - started) * 1000
+
+
+def _probe_updates(memory: MemoryStore, recall: MemoryRecall, speakers: Iterable[str],
+                   result: Evaluation) -> None:
+    """Each revised or withdrawn entry, asked for by its old text: the old value must not
+    come back as current, and must still be in the history."""
+    for speaker in speakers:
+        everything = memory.entries(speaker, history=True)
+        for old in (e for e in everything if e.invalidated_at is not None):
+            result.updates["revised_or_withdrawn"] += 1
+            found = recall.recall(speaker, old.text).memories
+            ids = {m.entry.id for m in found}
+            result.updates["stale_recalled"] += old.id in ids
+            result.updates["current_recalled"] += bool(old.invalidated_by in ids)
+            result.updates["kept_as_history"] += 1
+
+
+def _counter(tokenizer: Tokenizer) -> Callable[[str], int]:
+    cache: dict[str, int] = {}
+
+    def count(text: str) -> int:
+        if text not in cache:
+            cache[text] = len(tokenizer.tokenize(text))
+        return cache[text]
+    return count
+
+
+def _percentile(values: Sequence[float], pct: int) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))], 3)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else round(a / b, 2)

@@ -1,0 +1,103 @@
+"""``threadline eval locomo``: recall against a last-N window and the full conversation, on a
+small file in LoCoMo's format written here (the real data is for benchmarks only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.conftest import Invoke
+
+
+def _session(n: int, turns: list[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"speaker": who, "dia_id": f"D{n}:{i + 1}", "text": text}
+            for i, (who, text) in enumerate(turns)]
+
+
+def _sample() -> dict[str, Any]:
+    filler = [("Ann", "Haha, sounds fun!"), ("Bob", "Yes indeed, talk soon.")] * 12
+    return {"sample_id": "tiny", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": _session(1, [("Ann", "I adopted a greyhound called Pepper last week."),
+                                  ("Bob", "I started pottery classes at the community "
+                                          "centre."), *filler]),
+        "session_2_date_time": "10:00 am on 2 June, 2023",
+        "session_2": _session(2, [("Ann", "My pottery? No, I only paint watercolours."),
+                                  *filler]),
+    }, "qa": [
+        {"question": "What is the name of Ann's greyhound?", "answer": "Pepper",
+         "evidence": ["D1:1"], "category": 4},
+        {"question": "Where does Bob take pottery classes?", "answer": "community centre",
+         "evidence": ["D1:2"], "category": 4},
+        {"question": "What did Ann realize at her marathon?", "evidence": ["D2:1"],
+         "category": 5, "adversarial_answer": "x"},
+    ]}
+
+
+def test_eval_locomo_reports_each_arm(tl: Invoke, tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([_sample()]))
+    run = tl("eval", "locomo", str(data), "--k", "3", "--window", "10", "--json")
+    assert run.code == 0, run.err
+    report = run.json()
+    arms = report["arms"]
+    assert report["questions"] == 3 and report["turns"] == 51
+    assert arms["threadline"]["evidence_recall_at_k"] == 1.0  # both facts recalled
+    assert arms["last_n"]["evidence_recall_at_k"] == 0.0      # both are too old for it
+    assert arms["full"]["evidence_recall_at_k"] == 1.0
+    assert arms["full"]["context_tokens_ratio_vs_full"] == 1.0
+    assert 0 < arms["threadline"]["context_tokens_ratio_vs_full"] < \
+        arms["last_n"]["context_tokens_ratio_vs_full"] < 1
+    assert arms["threadline"]["abstention_rate"] == 1.0       # no marathon was ever mentioned
+    assert arms["full"]["abstention_rate"] == 0.0
+    assert report["latency"]["p50_ratio"] is not None
+    human = tl("eval", "locomo", str(data))
+    assert human.code == 0 and "threadline" in human.out and "last_n" in human.out
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("not json", "is not JSON"),
+    ("[]", "non-empty JSON array"),
+    ('[{"conversation": {}, "qa": []}]', "speaker_a and speaker_b"),
+    (json.dumps([{**_sample(), "conversation": {**_sample()["conversation"],
+                                                "session_1_date_time": "someday"}}]),
+     "no readable date"),
+])
+def test_eval_locomo_refuses_a_file_that_is_not_locomo(tl: Invoke, tmp_path: Path,
+                                                       content: str, message: str) -> None:
+    data = tmp_path / "bad.json"
+    data.write_text(content)
+    run = tl("eval", "locomo", str(data))
+    assert run.code != 0
+    assert message in run.err
+
+
+def test_memory_recall_shows_what_a_turn_would_be_shown(tl: Invoke) -> None:
+    tl("memory", "add", "--user", "ann", "I adopted a greyhound called Pepper")
+    tl("memory", "add", "--user", "bob", "I adopted a greyhound called Rex")
+    found = tl("memory", "recall", "--user", "ann", "greyhound name?", "--json").json()
+    assert [m["text"] for m in found["memories"]] == ["I adopted a greyhound called Pepper"]
+    assert 'the user said on' in found["text"]
+    nothing = tl("memory", "recall", "--user", "ann", "favourite opera?")
+    assert nothing.code == 0
+    assert "nothing remembered about the user" in nothing.out
+
+
+def test_learn_with_a_model_counts_schema_validity(tl: Invoke) -> None:
+    sent = tl("chat", "--once", "I live in Oslo.", "--model", "scripted", "--user", "ann",
+              "--json")
+    assert sent.code == 0, sent.err
+    learned = tl("memory", "learn", "--model", "scripted", "--json").json()
+    # the scripted model echoes: not JSON, so rejected and counted; the rules still learn
+    assert learned["learned_from"] == 1
+    assert (learned["model_outputs"], learned["schema_valid"]) == (1, 0)
+    assert learned["schema_validity_rate"] == 0.0
+    assert [e["text"] for e in tl("memory", "list", "--user", "ann", "--json").json()] == [
+        "I live in Oslo"]
+    again = tl("chat", "--once", "Where do I live?", "--model", "scripted", "--user", "ann",
+               "--conversation", sent.json()["conversation_id"], "--json").json()
+    assert [m["text"] for m in again["memory"]["memories"]] == ["I live in Oslo"]
