@@ -12,6 +12,7 @@ shows a small k of them, in its tail, each with its provenance: "the user said o
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,6 +36,7 @@ THRESHOLD = 0.5     # the share of the query's words an entry must cover to be r
 UNTRUSTED_WEIGHT = 0.5
 CANDIDATES = 50     # the full-text ranking's depth before scoring
 
+_TEXT, _TRUSTED = COLUMNS.index("text"), COLUMNS.index("trusted")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _CURRENT = ("m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > ?) "
             "AND (m.valid_to IS NULL OR m.valid_to > ?)")
@@ -112,27 +114,30 @@ class MemoryRecall:
         ``ignore`` names words not to match on (the user's own name: their memories are
         about them anyway)."""
         terms = query_terms(query, ignore)
-        found = self.search(user_id, terms, at=at)
         wanted = {_stem(t) for t in terms}
         scored = []
-        for entry in found:
-            covered = len(wanted & {_stem(w) for w in _words(entry.text)}) / len(wanted)
-            score = covered * (1.0 if entry.trusted else self.untrusted_weight)
+        for row in self._rows(user_id, terms, at):  # scored on the raw row: decode the kept
+            covered = len(wanted & {_stem(w) for w in _words(row[_TEXT])}) / len(wanted)
+            score = covered * (1.0 if row[_TRUSTED] else self.untrusted_weight)
             if score >= self.threshold:
-                scored.append(Recalled(entry, score))
-        scored.sort(key=lambda r: -r.score)  # stable: the index's order breaks ties
-        return Recall(query, terms, tuple(scored[: self.k if k is None else k]),
+                scored.append((score, row))
+        scored.sort(key=lambda pair: -pair[0])  # stable: the index's order breaks ties
+        return Recall(query, terms, tuple(Recalled(entry_from_row(row), score) for score, row
+                                          in scored[: self.k if k is None else k]),
                       self.threshold)
 
     def search(self, user_id: str, terms: Sequence[str], *,
                at: datetime | None = None) -> list[MemoryEntry]:
         """The full-text candidates: current entries of the user matching any term, in the
         index's order. This is the one query recall makes."""
+        return [entry_from_row(row) for row in self._rows(user_id, terms, at)]
+
+    def _rows(self, user_id: str, terms: Sequence[str],
+              at: datetime | None) -> list[Sequence[Any]]:
         if not terms:
             return []
         with self.memory.store.session() as db:
-            rows = db.all(*self.statement(user_id, terms, at=at))
-        return [entry_from_row(row) for row in rows]
+            return db.all(*self.statement(user_id, terms, at=at))
 
     def statement(self, user_id: str, terms: Sequence[str], *,
                   at: datetime | None = None) -> tuple[str, tuple[Any, ...]]:
@@ -158,6 +163,7 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+@lru_cache(maxsize=65_536)  # words repeat across entries and turns: stem each once
 def _stem(word: str) -> str:
     """A light suffix strip, enough to match "groups" with "group" and "painted" with
     "painting" when scoring; the index does the real stemming."""
