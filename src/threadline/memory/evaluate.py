@@ -277,6 +277,7 @@ def model_extraction(samples: Sequence[Sample], model: ModelBackend, *, limit: i
     turns = [t for sample in samples for t in sample.turns][:limit]
     valid = 0
     decisions: dict[str, int] = {}
+    problems: dict[str, int] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="threadline-locomo-") as scratch:
         store = SQLiteStore(Path(scratch) / "extract.db")
@@ -290,6 +291,11 @@ def model_extraction(samples: Sequence[Sample], model: ModelBackend, *, limit: i
                 found = model_candidates(store, model, item, max_bytes=MAX_TEXT_BYTES,
                                          clock=lambda: when)
                 valid += found.valid
+                if not found.valid:
+                    why = found.decisions[0]["reason"]
+                    kind = "not JSON" if "not JSON" in why else \
+                        "not the schema" if why.startswith("malformed") else "call failed"
+                    problems[kind] = problems.get(kind, 0) + 1
                 for d in found.decisions[1:]:
                     decisions[d["decision"]] = decisions.get(d["decision"], 0) + 1
                 decisions["CANDIDATE"] = decisions.get("CANDIDATE", 0) + len(found.candidates)
@@ -299,7 +305,8 @@ def model_extraction(samples: Sequence[Sample], model: ModelBackend, *, limit: i
             store.close()
     return {"model": model.model_id, "messages": len(turns), "schema_valid": valid,
             "schema_validity_rate": round(valid / len(turns), 4) if turns else None,
-            "facts_kept": decisions.pop("CANDIDATE", 0), "gate": decisions,
+            "invalid": problems, "facts_kept": decisions.pop("CANDIDATE", 0),
+            "gate": decisions,
             "seconds": round(time.perf_counter() - started, 1)}
 
 

@@ -12,10 +12,10 @@ shows a small k of them, in its tail, each with its provenance: "the user said o
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from threadline.items import format_time
