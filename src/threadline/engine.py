@@ -147,7 +147,9 @@ class Engine:
         result = self._run_turn(text, conversation_id, branch, client_msg_id, on_text, on_busy,
                                 corpus, cache, user_id)
         if user_id is not None and isinstance(self.store, RelationalStore):
-            enqueue(self.store, result.message, user_id)
+            # the tool results too: the writer's policy decides, and its decisions are kept
+            for item in (result.message, *result.tool_results):
+                enqueue(self.store, item, user_id)
         return result
 
     def _run_turn(self, text: str, conversation_id: str | None, branch: str,

@@ -5,8 +5,8 @@ live in Oslo", "my daughter is called Mia", "I went to a support group yesterday
 retractions ("I no longer live in Oslo"), and instructions, which are never memory. The model
 extractor asks a model for the facts as JSON and checks the answer twice: against a schema
 (malformed output is rejected and counted, and the rules' candidates still stand) and against
-the message (a fact must be the user's own words, quoted, so the model can point but never
-invent).
+the message: a fact that quotes the user is theirs; anything else is the model's inference,
+which the writer's default policy does not store.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from threadline.items import Item, ItemKind
+from threadline.memory.store import Source
 from threadline.models.base import ModelBackend
 from threadline.request import Message, Request, Segment, SegmentKind, Stability
 from threadline.rewrite.anchors import content_words
@@ -44,8 +45,11 @@ _KEYED = [re.compile(pattern, re.IGNORECASE) for pattern in (
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|[Mm]y|[Ww]e|[Ww]e're|[Ww]e've|[Oo]ur)\b")
 _RETRACTION = re.compile(r"\b(?:no longer|any ?more)\b", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(?:no longer|don'?t|do not|not|any ?more)\b\s*", re.IGNORECASE)
+# a request to the assistant ("Check my page", "Always send …"), not a statement about anyone
 _INSTRUCTION = re.compile(r"^\s*(?:please\s+)?(?:always|never|ignore|forget|remember to|send|"
-                          r"delete|do not|don'?t)\b", re.IGNORECASE)
+                          r"delete|do not|don'?t|check|tell|show|find|give|make|write|help|"
+                          r"book|look up|search|list|summari[sz]e|explain|translate|remind|"
+                          r"email|open|read|obey)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 MIN_CONTENT_WORDS = 2  # "I know, right!" is chatter, not memory
 
@@ -55,16 +59,23 @@ class Candidate:
     text: str
     key: str | None          # what it is about, when a rule can tell
     retract: bool = False    # the user withdrew what ``key`` said
+    source: Source = Source.USER_STATED  # the gate decides what may be stored, by policy
 
 
 def reject(text: str, reason: str) -> Decision:
     return {"text": text[:200], "decision": "REJECT", "reason": reason}
 
 
+_SOURCES = {ItemKind.USER: Source.USER_STATED, ItemKind.TOOL_RESULT: Source.TOOL_RETURNED}
+
+
 def rule_candidates(item: Item, *, max_bytes: int) -> tuple[list[Candidate], list[Decision]]:
-    """Candidates from a user message by the rules, and what was turned away (with why)."""
-    if item.kind is not ItemKind.USER:
-        return [], [reject(item.text, f"a {item.kind} is not the user's own statement")]
+    """Candidates from a user message (or a tool result, whose statements are the tool's) by
+    the rules, and what was turned away (with why). Instructions are never candidates,
+    whoever wrote them."""
+    source = _SOURCES.get(item.kind)
+    if source is None:
+        return [], [reject(item.text, f"a {item.kind} holds no statements to learn")]
     found: list[Candidate] = []
     refused: list[Decision] = []
     for sentence in (" ".join(s.split()) for s in _SENTENCE.findall(item.text)):
@@ -81,12 +92,12 @@ def rule_candidates(item: Item, *, max_bytes: int) -> tuple[list[Candidate], lis
         if _RETRACTION.search(text):
             key = key_of(_NEGATION.sub("", text))
             if key is not None:
-                found.append(Candidate(text, key, retract=True))
+                found.append(Candidate(text, key, retract=True, source=source))
                 continue
         key = key_of(text)
         if key is not None or (_FIRST_PERSON.search(text)
                                and len(content_words(text)) >= MIN_CONTENT_WORDS):
-            found.append(Candidate(text, key))
+            found.append(Candidate(text, key, source=source))
     return found, refused
 
 
@@ -172,15 +183,14 @@ def model_candidates(store: Store, model: ModelBackend, item: Item, *, max_bytes
         quote = " ".join(fact["text"].split()).strip(" \"'“”.")
         if len(quote.encode("utf-8")) > max_bytes:
             decisions.append(reject(quote, f"over {max_bytes:,} bytes: one fact per entry"))
-        elif not quote or quote.casefold() not in said:
-            decisions.append(reject(quote, "not the user's own words: a model may point at "
-                                           "a fact, never write one"))
-        elif _INSTRUCTION.match(quote):
+        elif not quote or _INSTRUCTION.match(quote):
             decisions.append(reject(quote, "an instruction, not a fact: never stored as "
                                            "memory"))
         else:
             about = " ".join(str(fact.get("about", "")).casefold().split())
-            candidates.append(Candidate(quote, key_of(quote) or about or None))
+            # a quote is the user's own words; anything else is the model's inference
+            source = Source.USER_STATED if quote.casefold() in said else Source.MODEL_INFERRED
+            candidates.append(Candidate(quote, key_of(quote) or about or None, source=source))
     return ModelExtraction(candidates, decisions, problem is None)
 
 

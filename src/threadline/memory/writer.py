@@ -25,6 +25,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from threadline.items import Item, ItemKind
@@ -34,9 +35,17 @@ from threadline.memory.extract import (
     key_of,
     model_candidates,
     planned_span,
+    reject,
     rule_candidates,
 )
-from threadline.memory.store import MAX_TEXT_BYTES, MemoryEntry, MemoryStore, NewMemory, Source
+from threadline.memory.store import (
+    MAX_TEXT_BYTES,
+    TRUSTED_SOURCES,
+    MemoryEntry,
+    MemoryStore,
+    NewMemory,
+    Source,
+)
 from threadline.models.base import ModelBackend
 from threadline.stores.relational import RelationalStore, Session
 
@@ -58,14 +67,29 @@ def extract(item: Item, max_bytes: int = MAX_TEXT_BYTES) -> tuple[list[Candidate
     return rule_candidates(item, max_bytes=max_bytes)
 
 
+@dataclass(frozen=True)
+class WritePolicy:
+    """What may become memory beside what the user stated. Either way it is stored untrusted
+    (recall weighs it at half), and an instruction is never stored, whoever wrote it."""
+
+    tool_returned: bool = False   # statements in tool results
+    model_inferred: bool = False  # facts a model extracted that do not quote the user
+
+    def allows(self, source: Source) -> bool:
+        return source in TRUSTED_SOURCES or (source is Source.TOOL_RETURNED and
+                                             self.tool_returned) or \
+            (source is Source.MODEL_INFERRED and self.model_inferred)
+
+
 class MemoryWriter:
-    """Learns from queued messages; with ``model``, the model extractor runs beside the
-    rules."""
+    """Learns from queued items under ``policy``; with ``model``, the model extractor runs
+    beside the rules."""
 
     def __init__(self, store: RelationalStore, memory: MemoryStore, *,
-                 model: ModelBackend | None = None,
+                 model: ModelBackend | None = None, policy: WritePolicy = WritePolicy(),
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.memory, self.model, self.clock = store, memory, model, clock
+        self.policy = policy
 
     def run(self, limit: int = 100) -> int:
         """Process up to ``limit`` pending jobs, then purge expired entries; how many jobs
@@ -137,6 +161,10 @@ class MemoryWriter:
                 if not any(q in c.text.casefold() or c.text.casefold() in q for q in quotes)]
         current = self.memory.entries(user_id)
         for candidate in candidates:
+            if not self.policy.allows(candidate.source):
+                decisions.append(reject(candidate.text, f"{candidate.source}: the write "
+                                        "policy stores only what the user stated"))
+                continue
             decisions.append(self._decide(user_id, candidate, item, current))
         with self.store.session(write=True) as db:
             _finish(db, conversation_id, seq, decisions)
@@ -160,7 +188,7 @@ class MemoryWriter:
             return {"text": candidate.text, "decision": "NOOP", "entry": same_text.id,
                     "reason": "already remembered"}
         span = planned_span(candidate.text, item.created_at)
-        memory = NewMemory(candidate.text, source=Source.USER_STATED,
+        memory = NewMemory(candidate.text, source=candidate.source,
                            conversation_id=item.conversation_id, item_seqs=(item.seq,),
                            recorded_at=item.created_at, valid_from=span and span[0],
                            valid_to=span and span[1])
@@ -174,7 +202,7 @@ class MemoryWriter:
         entry = self.memory.add(user_id, memory)
         current.append(entry)
         return {"text": candidate.text, "decision": "ADD", "entry": entry.id,
-                "reason": "a user-stated fact"}
+                "reason": f"a {candidate.source} fact"}
 
 
 def _key(entry: MemoryEntry) -> str | None:
