@@ -35,6 +35,7 @@ from threadline.errors import (
 )
 from threadline.items import Branch, Item, ItemKind, NewItem, format_time, utc_now
 from threadline.memory.recall import MemoryRecall
+from threadline.memory.store import user_id_checked
 from threadline.memory.writer import enqueue
 from threadline.models.base import ModelBackend, OnText
 from threadline.render.openai import prompt_cache_key
@@ -144,6 +145,8 @@ class Engine:
         queued for the memory writer (``memory.writer``), which learns from it later, and if
         the engine has ``memory``, what is remembered about the user that bears on the message
         is recalled into the turn's tail, with its provenance."""
+        if user_id is not None:
+            user_id_checked(user_id)  # refused before anything is written
         result = self._run_turn(text, conversation_id, branch, client_msg_id, on_text, on_busy,
                                 corpus, cache, user_id)
         if user_id is not None and isinstance(self.store, RelationalStore):

@@ -259,3 +259,27 @@ def test_a_users_memory_over_http(client: TestClient, store: Store) -> None:
     assert client.delete(f"/v1/users/ann/memory/{kept.id}").status_code == 204
     assert client.delete("/v1/users/bob/memory").json() == {"user_id": "bob", "deleted": 1}
     assert client.get("/v1/users/bob/memory", params={"all": True}).json() == []
+
+
+def test_a_message_sent_with_a_user_recalls_their_memory(store: Store) -> None:
+    from threadline.items import ItemKind
+    from threadline.memory import MemoryStore, NewMemory
+    from threadline.memory.recall import MemoryRecall
+    from threadline.stores.relational import RelationalStore
+
+    assert isinstance(store, RelationalStore)
+    memory = MemoryStore(store)
+    memory.add("ann", NewMemory("I am allergic to peanuts"))
+    client = TestClient(create_app(Engine(store, ScriptedModel(),
+                                          memory=MemoryRecall(memory))))
+    cid = _new(client)
+    bad = client.post(f"/v1/conversations/{cid}/messages",
+                      json={"text": "Any snack without peanuts?", "user_id": " ann"})
+    assert bad.status_code == 400 and "invalid user id" in bad.json()["error"]["message"]
+    assert store.history(cid) == []  # refused before anything was written
+    sent = client.post(f"/v1/conversations/{cid}/messages",
+                       json={"text": "Which snack is fine, allergic to peanuts?",
+                             "user_id": "ann"})
+    assert sent.status_code == 200, sent.text
+    recalled = [i for i in store.history(cid) if i.kind is ItemKind.RECALL]
+    assert [m["text"] for m in recalled[0].content["memories"]] == ["I am allergic to peanuts"]

@@ -60,6 +60,10 @@ class MessageBody(BaseModel):
     on_busy: Literal["queue", "reject", "cancel"] = Field(
         default="queue", description="While another turn runs here: wait, refuse (409), or "
                                      "cancel it and go next.")
+    user_id: str | None = Field(
+        default=None, description="Whose message: what is remembered about this user that "
+                                  "bears on it is recalled into the turn, and the memory "
+                                  "writer learns from it later.")
 
 
 class ForkBody(BaseModel):
@@ -113,7 +117,8 @@ def create_app(engine: Engine) -> FastAPI:
         def run(on_text: Callable[[str], None] | None) -> TurnResult:
             return engine.run_turn(body.text, conversation_id=conversation_id,
                                    branch=body.branch, client_msg_id=body.client_msg_id,
-                                   on_text=on_text, on_busy=body.on_busy)
+                                   on_text=on_text, on_busy=body.on_busy,
+                                   user_id=body.user_id)
 
         if not body.stream:
             return run(None).to_json()
