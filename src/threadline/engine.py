@@ -221,12 +221,15 @@ class Engine:
                         user_id: str | None) -> Item | None:
         """Record what the turn retrieved and recalled after its message (once: a retried
         message keeps what its first try recorded); the new head, if anything was."""
+        recalling = user_id is not None and self.memory is not None
+        if found is None and not recalling:
+            return None  # the common turn: nothing to record, no history to read
         history = self.store.history(message.conversation_id, branch)
         items = []
         if found is not None and recorded_for(history, message, ItemKind.RETRIEVAL) is None:
             items.append(found)
-        if user_id is not None and self.memory is not None \
-                and recorded_for(history, message, ItemKind.RECALL) is None:
+        if recalling and recorded_for(history, message, ItemKind.RECALL) is None:
+            assert user_id is not None and self.memory is not None
             items.append(recall(self.memory, user_id, history[: history.index(message)],
                                 message.text, deadline_s=self.rewrite_deadline_s))
         if not items:
