@@ -244,3 +244,10 @@ def test_purge_deletes_expired_entries_for_real(tl: Invoke) -> None:
             ] == ["Ann skis"]
     assert tl("memory", "list", "--user", "bob", "--all", "--json").json() == []
     assert tl("memory", "purge").out.strip() == "deleted 0 expired entries"
+
+
+def test_an_interactive_chat_with_a_user_says_what_it_recalled(tl: Invoke) -> None:
+    tl("memory", "add", "--user", "ann", "I live in Oslo near the fjord")
+    run = tl("chat", "--new", "--user", "ann", input="Where do I live?\nHello there\n/exit\n")
+    assert run.code == 0, run.err
+    assert "1 memory recalled" in run.err and "0 memories recalled" in run.err

@@ -213,5 +213,13 @@ class _Session:
     def _stats(self, result: TurnResult) -> None:
         usage, timings = result.call.usage, result.call.timings
         ttft = "-" if timings.ttft_ms is None else f"{timings.ttft_ms:.0f} ms"
+        recalled = ""
+        if self.user_id is not None:
+            found = recorded_for(self.engine.store.history(result.conversation_id,
+                                                           result.branch),
+                                 result.message, ItemKind.RECALL)
+            count = 0 if found is None else len(found.content["memories"])
+            recalled = f" · {count} memor{'y' if count == 1 else 'ies'} recalled"
         click.secho(f"[turn {result.turn} · prompt {usage.prompt_tokens} tokens, "
-                    f"{usage.cached_tokens} cached · first token {ttft}]", dim=True, err=True)
+                    f"{usage.cached_tokens} cached · first token {ttft}{recalled}]", dim=True,
+                    err=True)
