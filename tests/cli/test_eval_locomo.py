@@ -55,6 +55,10 @@ def test_eval_locomo_reports_each_arm(tl: Invoke, tmp_path: Path) -> None:
     assert arms["threadline"]["abstention_rate"] == 1.0       # no marathon was ever mentioned
     assert arms["full"]["abstention_rate"] == 0.0
     assert report["latency"]["p50_ratio"] is not None
+    # values changed after the conversation: the current one recalled, the old one history
+    assert report["knowledge_updates"]["injected_probes"] == {
+        "changed": 6, "current_recalled": 6, "stale_recalled": 0, "kept_as_history": 6,
+        "withdrawn": 2, "withdrawn_recalled": 0}
     human = tl("eval", "locomo", str(data))
     assert human.code == 0 and "threadline" in human.out and "last_n" in human.out
 

@@ -82,7 +82,9 @@ def _print(report: dict[str, Any]) -> None:
                f" raw query p50 {latency['raw_query_p50_ms']} ms, p95 "
                f"{latency['raw_query_p95_ms']} ms (ratios {latency['p50_ratio']}, "
                f"{latency['p95_ratio']})")
-    click.echo(f"knowledge updates: {report['knowledge_updates']}")
+    updates = report["knowledge_updates"]
+    click.echo(f"knowledge updates while reading: {updates['during_ingest']}")
+    click.echo(f"knowledge updates, injected probes: {updates['injected_probes']}")
     click.echo(f"writer decisions: {report['writer']['decisions']}")
     if "model_extraction" in report:
         click.echo(f"model extraction: {report['model_extraction']}")

@@ -13,8 +13,15 @@ tokens:
 - ``full``: every turn (the whole conversation in the context).
 
 Adversarial questions (category 5) ask about something the speaker never said; recall
-should abstain, and the context then says nothing is remembered. Knowledge updates are probed
-with every revised or withdrawn entry: recalling with its old text must not return it.
+should abstain, and the context then says nothing is remembered.
+
+Knowledge updates are measured twice. Every entry the writer revised or withdrew while reading
+the conversation is recalled by its old text: it must not come back. And because LoCoMo's
+speakers rarely restate something that holds one value at a time, probes are injected after
+the questions (LoCoMo's own figures are untouched), amid each speaker's real memory: a value
+said once and changed a week later ("I live in Lisbon now", then "I live in Tallinn now"), and
+a statement later withdrawn; the question about it must recall the current value, never the
+old one, and the old one must be kept as history.
 """
 
 from __future__ import annotations
@@ -172,6 +179,9 @@ class Evaluation:
     updates: dict[str, int] = field(default_factory=lambda: {
         "revised_or_withdrawn": 0, "stale_recalled": 0, "current_recalled": 0,
         "kept_as_history": 0})
+    probes: dict[str, int] = field(default_factory=lambda: {
+        "changed": 0, "current_recalled": 0, "stale_recalled": 0, "kept_as_history": 0,
+        "withdrawn": 0, "withdrawn_recalled": 0})
     writer: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -186,7 +196,8 @@ class Evaluation:
             "arms": {name: arm.to_json(full) for name, arm in self.arms.items()},
             "threadline_recall_by_category": {
                 str(c): round(statistics.fmean(v), 4) for c, v in sorted(self.by_category.items())},
-            "knowledge_updates": self.updates,
+            "knowledge_updates": {"during_ingest": self.updates,
+                                  "injected_probes": self.probes},
             "latency": {"recall_p50_ms": recall_p50, "recall_p95_ms": recall_p95,
                         "raw_query_p50_ms": raw_p50, "raw_query_p95_ms": raw_p95,
                         "p50_ratio": _ratio(recall_p50, raw_p50),
@@ -266,6 +277,7 @@ def _one(sample: Sample, store: SQLiteStore, tokenizer: Tokenizer, result: Evalu
             result.by_category.setdefault(question.category, []).append(share)
         result.questions += 1
     _probe_updates(memory, recall, sample.speakers, result)
+    _inject_probes(store, conversation, writer, recall, sample, clock, result)
     result.turns += len(turns)
     return writer.stats()
 
@@ -367,6 +379,48 @@ def _probe_updates(memory: MemoryStore, recall: MemoryRecall, speakers: Iterable
             result.updates["stale_recalled"] += old.id in ids
             result.updates["current_recalled"] += bool(old.invalidated_by in ids)
             result.updates["kept_as_history"] += 1
+
+
+# (first statement, the changed one, the question) for values that hold one at a time; and a
+# statement the speaker later withdraws, with its question
+_CHANGES = (("I live in Lisbon now", "I live in Tallinn now", "Where does {} live?"),
+            ("My favourite food is ramen", "My favourite food is paella",
+             "What is {}'s favourite food?"),
+            ("I work at the harbour office", "I work at the city library",
+             "Where does {} work?"))
+_WITHDRAWN = ("I'm vegetarian", "I'm not vegetarian anymore", "Is {} vegetarian?")
+
+
+def _inject_probes(store: SQLiteStore, conversation: str, writer: MemoryWriter,
+                   recall: MemoryRecall, sample: Sample, clock: list[datetime],
+                   result: Evaluation) -> None:
+    start = clock[0]
+    for week, pick in enumerate((0, 1)):
+        clock[0] = start + timedelta(days=7 * week)
+        for speaker in sample.speakers:
+            for n, said in enumerate([c[pick] for c in _CHANGES] + [_WITHDRAWN[pick]]):
+                turn = Turn(f"P{week}:{n}", speaker, said + ".")
+                enqueue(store, _say(store, conversation, turn, clock[0]), speaker)
+        while writer.run(limit=500):
+            pass
+    clock[0] = start + timedelta(days=8)
+    memory = recall.memory
+    for speaker in sample.speakers:
+        name = speaker.split()[0]
+        everything = memory.entries(speaker, history=True)
+        for first, changed, question in _CHANGES:
+            found = {m.entry.text for m in recall.recall(speaker, question.format(name),
+                                                         ignore=[speaker]).memories}
+            result.probes["changed"] += 1
+            result.probes["current_recalled"] += changed in found
+            result.probes["stale_recalled"] += first in found
+            result.probes["kept_as_history"] += any(
+                e.text == first and e.invalidated_at is not None for e in everything)
+        first, _, question = _WITHDRAWN
+        found = {m.entry.text for m in recall.recall(speaker, question.format(name),
+                                                     ignore=[speaker]).memories}
+        result.probes["withdrawn"] += 1
+        result.probes["withdrawn_recalled"] += first in found
 
 
 def _counter(tokenizer: Tokenizer) -> Callable[[str], int]:
