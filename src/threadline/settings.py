@@ -42,6 +42,7 @@ class Settings:
     threads: int | None = None  # None: every core the process may use
     system_prompt: str | None = None
     time_in_context: bool = False  # the current time, in the tail of every turn
+    memory_dense: bool = False  # recall memories with embeddings too (the dense extra)
     database_url: str | None = None  # PostgreSQL; None: the SQLite file under home
     # the "openai" model: an OpenAI-compatible endpoint (or several, for affinity routing)
     openai_base_urls: tuple[str, ...] = ()
@@ -79,7 +80,9 @@ class Settings:
         if value := environ.get("THREADLINE_OPENAI_MODEL"):
             settings = settings.with_(openai_model=value)
         if value := environ.get("THREADLINE_TIME_IN_CONTEXT"):
-            settings = settings.with_(time_in_context=value.lower() in ("1", "true", "yes"))
+            settings = settings.with_(time_in_context=_flag(value))
+        if value := environ.get("THREADLINE_MEMORY_DENSE"):
+            settings = settings.with_(memory_dense=_flag(value))
         return settings
 
 
@@ -89,6 +92,10 @@ def parse_durability(value: str) -> Durability:
     except ValueError:
         choices = ", ".join(d.value for d in Durability)
         raise InputError(f"unknown durability {value!r}; choose one of: {choices}") from None
+
+
+def _flag(value: str) -> bool:
+    return value.lower() in ("1", "true", "yes")
 
 
 def _positive_int(name: str, value: str) -> int:

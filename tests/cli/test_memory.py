@@ -251,3 +251,18 @@ def test_an_interactive_chat_with_a_user_says_what_it_recalled(tl: Invoke) -> No
     run = tl("chat", "--new", "--user", "ann", input="Where do I live?\nHello there\n/exit\n")
     assert run.code == 0, run.err
     assert "1 memory recalled" in run.err and "0 memories recalled" in run.err
+
+
+def test_memory_recall_with_embeddings(tl: Invoke) -> None:
+    from tests.retrieval.test_dense import require_dense
+
+    require_dense()
+    tl("memory", "add", "--user", "ann", "I adopted two cats from the shelter")
+    question = "Which pets did I adopt recently?"
+    assert tl("memory", "recall", "--user", "ann", question, "--json").json()["memories"] == []
+    dense = tl("memory", "recall", "--user", "ann", question, "--dense", "--json").json()
+    assert [m["text"] for m in dense["memories"]] == ["I adopted two cats from the shelter"]
+    assert dense["threshold"] == 0.4
+    by_setting = tl("memory", "recall", "--user", "ann", question, "--json",
+                    env={"THREADLINE_MEMORY_DENSE": "1"}).json()
+    assert by_setting["memories"] == dense["memories"]

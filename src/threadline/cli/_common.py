@@ -12,7 +12,8 @@ from threadline.compaction.plan import policy_for
 from threadline.engine import Engine
 from threadline.errors import InputError
 from threadline.memory import MemoryStore
-from threadline.memory.recall import MemoryRecall
+from threadline.memory.dense import MemoryVectors
+from threadline.memory.recall import K, MemoryRecall
 from threadline.models import ModelBackend, create_model
 from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
@@ -41,13 +42,29 @@ class Context:
             self._corpora = Corpus(store)
         return self._corpora
 
+    def memory(self) -> MemoryStore:
+        """What is remembered about users, kept beside the log."""
+        store = self.store()
+        if not isinstance(store, RelationalStore):
+            raise InputError(f"{type(store).__name__} keeps no memory")
+        return MemoryStore(store)
+
+    def vectors(self, dense: bool = False) -> MemoryVectors | None:
+        """Memory embeddings, when asked for or set (THREADLINE_MEMORY_DENSE)."""
+        return MemoryVectors(self.memory()) if dense or self.settings.memory_dense else None
+
+    def recall(self, *, k: int = K, threshold: float | None = None,
+               dense: bool = False) -> MemoryRecall:
+        return MemoryRecall(self.memory(), k=k, threshold=threshold,
+                            dense=self.vectors(dense))
+
     def model(self, name: str | None = None) -> ModelBackend:
         return create_model(name or self.settings.model, self.settings)
 
     def engine(self, model: ModelBackend, *, system: str | None = None) -> Engine:
         """An engine over this store, compacting on its own where the model has a window."""
         settings, store = self.settings, self.store()
-        memory = MemoryRecall(MemoryStore(store)) if isinstance(store, RelationalStore) else None
+        memory = self.recall() if isinstance(store, RelationalStore) else None
         return Engine(store, model, system=system or settings.system_prompt,
                       max_message_bytes=settings.max_message_bytes,
                       time_in_context=settings.time_in_context, policy=policy_for(model),

@@ -12,8 +12,9 @@ from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, emit_json, pass_context
 from threadline.cli.rewrite import canard
 from threadline.memory.evaluate import evaluate, load_locomo, model_extraction
-from threadline.memory.recall import THRESHOLD, K
+from threadline.memory.recall import DENSE_THRESHOLD, THRESHOLD, K
 from threadline.models import MODELS
+from threadline.retrieval.dense import Embedder
 
 
 @click.group(name="eval")
@@ -30,8 +31,12 @@ eval_.add_command(canard)
               help="Memories recalled per question.")
 @click.option("--window", type=click.IntRange(1), default=20, show_default=True,
               help="Turns the last-N baseline keeps.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=THRESHOLD,
-              show_default=True, help="The share of the question an entry must cover.")
+@click.option("--threshold", type=click.FloatRange(0, 1),
+              help=f"The score an entry needs: the share of the question it covers "
+                   f"(default {THRESHOLD}), with --dense the mean of that and its similarity "
+                   f"(default {DENSE_THRESHOLD}).")
+@click.option("--dense", is_flag=True,
+              help="Recall with embeddings too (the dense extra: MiniLM on the CPU).")
 @click.option("--limit", type=click.IntRange(1), help="Only the first N samples.")
 @click.option("--extract-model", "model_name", type=click.Choice(sorted(MODELS)),
               help="Also run this model's fact extractor and report how often its output "
@@ -40,8 +45,8 @@ eval_.add_command(canard)
               help="Turns the model extractor reads (it is slow on a CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
-def locomo(ctx: Context, file: Path, k: int, window: int, threshold: float,
-           limit: int | None, model_name: str | None, extract_limit: int,
+def locomo(ctx: Context, file: Path, k: int, window: int, threshold: float | None,
+           dense: bool, limit: int | None, model_name: str | None, extract_limit: int,
            as_json: bool) -> None:
     """Score memory recall on a file in LoCoMo's format: evidence recall@k and context tokens
     for threadline's recall, a last-N-turns window and the full conversation; abstention on
@@ -53,7 +58,7 @@ def locomo(ctx: Context, file: Path, k: int, window: int, threshold: float,
     def progress(line: str) -> None:
         click.echo(line, err=True)
     report = evaluate(samples, tokenizer, k=k, window=window, threshold=threshold,
-                      progress=progress).to_json()
+                      embedder=Embedder() if dense else None, progress=progress).to_json()
     report = {"file": str(file), **report}
     if model_name is not None:
         report["model_extraction"] = model_extraction(samples, ctx.model(model_name),
@@ -69,7 +74,8 @@ def _print(report: dict[str, Any]) -> None:
         return "—" if value is None else f"{value:.3f}"
     click.echo(f"{report['file']}: {report['samples']} samples, {report['turns']} turns, "
                f"{report['questions']} questions; k={report['k']}, last {report['window_turns']}"
-               f" turns, threshold {report['threshold']}, tokens by {report['tokenizer']}")
+               f" turns, threshold {report['threshold']}{', dense' if report['dense'] else ''},"
+               f" tokens by {report['tokenizer']}")
     click.echo(f"{'arm':<11} {'recall@k':>9} {'tokens':>9} {'vs full':>8} {'abstain':>8} "
                f"{'false abstain':>14}")
     for name, arm in report["arms"].items():

@@ -12,8 +12,8 @@ import click
 from threadline.cli._common import Context, emit_json, one_line, pass_context, table
 from threadline.errors import InputError
 from threadline.items import format_time
-from threadline.memory import MemoryKind, MemoryStore, NewMemory, Source
-from threadline.memory.recall import THRESHOLD, K, MemoryRecall
+from threadline.memory import MemoryKind, NewMemory, Source
+from threadline.memory.recall import DENSE_THRESHOLD, THRESHOLD, K
 from threadline.memory.transfer import (
     export_document,
     read_import,
@@ -26,13 +26,6 @@ from threadline.stores.relational import RelationalStore
 
 _USER = click.option("--user", "user_id", required=True, metavar="U", help="Whose memory.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-
-
-def _memory(ctx: Context) -> MemoryStore:
-    store = ctx.store()
-    if not isinstance(store, RelationalStore):
-        raise InputError(f"{type(store).__name__} keeps no memory")
-    return MemoryStore(store)
 
 
 def _when(value: str | None) -> datetime | None:
@@ -58,7 +51,7 @@ def memory() -> None:
 @pass_context
 def list_(ctx: Context, user_id: str, everything: bool, as_json: bool) -> None:
     """List a user's memory entries (current ones unless --all)."""
-    entries = _memory(ctx).entries(user_id, history=everything)
+    entries = ctx.memory().entries(user_id, history=everything)
     if as_json:
         emit_json([e.to_json() for e in entries])
         return
@@ -77,7 +70,7 @@ def list_(ctx: Context, user_id: str, everything: bool, as_json: bool) -> None:
 @pass_context
 def show(ctx: Context, entry_id: str, user_id: str, as_json: bool) -> None:
     """One entry with its provenance and history links."""
-    entry = _memory(ctx).get(user_id, entry_id)
+    entry = ctx.memory().get(user_id, entry_id)
     if as_json:
         emit_json(entry.to_json())
         return
@@ -102,7 +95,7 @@ def add(ctx: Context, text: str, user_id: str, kind: str, source: str,
         valid_from: str | None, valid_to: str | None, expires: str | None,
         as_json: bool) -> None:
     """Remember TEXT about a user."""
-    entry = _memory(ctx).add(user_id, NewMemory(
+    entry = ctx.memory().add(user_id, NewMemory(
         text, MemoryKind(kind), Source(source), valid_from=_when(valid_from),
         valid_to=_when(valid_to), expires_at=_when(expires)))
     if as_json:
@@ -119,7 +112,7 @@ def add(ctx: Context, text: str, user_id: str, kind: str, source: str,
 @pass_context
 def edit(ctx: Context, entry_id: str, text: str, user_id: str, as_json: bool) -> None:
     """Correct an entry: the old text is kept as history, the new one is user-stated."""
-    store = _memory(ctx)
+    store = ctx.memory()
     old = store.get(user_id, entry_id)
     entry = store.update(user_id, entry_id, NewMemory(
         text, old.kind, Source.USER_STATED, old.conversation_id, old.item_seqs,
@@ -136,7 +129,7 @@ def edit(ctx: Context, entry_id: str, text: str, user_id: str, as_json: bool) ->
 @pass_context
 def delete(ctx: Context, entry_id: str, user_id: str) -> None:
     """Delete an entry for real, with the entries it replaced."""
-    _memory(ctx).delete(user_id, entry_id)
+    ctx.memory().delete(user_id, entry_id)
     click.echo(f"deleted {entry_id}")
 
 
@@ -157,7 +150,7 @@ def export(ctx: Context, user_id: str, out: Path | None, directory: Path | None,
         raise InputError("pass --out or --dir, not both; nothing was written")
     if force and out is None and directory is None:
         raise InputError("--force only applies with --out or --dir")
-    store = _memory(ctx)
+    store = ctx.memory()
     # the path is checked before the store is read, so a refused export costs nothing
     target = safe_export_path(directory, user_id) if directory is not None else out
     document = export_document(store, user_id)
@@ -183,7 +176,7 @@ def import_memory(ctx: Context, file: Path, user_id: str, trust: bool, as_json: 
     The file must be the same user's export. Everything is checked first and added in one
     transaction: a bad file or entry adds nothing. Revised, withdrawn and expired entries
     are skipped; links to conversations are dropped."""
-    store = _memory(ctx)
+    store = ctx.memory()
     plan = read_import(file, user_id, now=store.clock(), trust=trust,
                        max_text_bytes=store.max_text_bytes)
     added = store.add_many(user_id, plan.memories)
@@ -202,7 +195,7 @@ def purge(ctx: Context, as_json: bool) -> None:
     """Delete every user's expired entries, for real (the retention job).
 
     Entries expire at the date given with --expires; run this on a schedule."""
-    deleted = _memory(ctx).purge_expired()
+    deleted = ctx.memory().purge_expired()
     if as_json:
         emit_json({"deleted": deleted})
         return
@@ -217,7 +210,7 @@ def forget(ctx: Context, user_id: str, yes: bool) -> None:
     """Delete everything remembered about a user."""
     if not yes:
         click.confirm(f"delete everything remembered about {user_id}?", abort=True)
-    gone = _memory(ctx).forget(user_id)
+    gone = ctx.memory().forget(user_id)
     click.echo(f"forgot {user_id}: {gone} entries deleted")
 
 
@@ -234,7 +227,7 @@ def learn(ctx: Context, limit: int, model_name: str | None, as_json: bool) -> No
     store = ctx.store()
     assert isinstance(store, RelationalStore)
     model = ctx.model(model_name) if model_name else None
-    writer = MemoryWriter(store, _memory(ctx), model=model)
+    writer = MemoryWriter(store, ctx.memory(), model=model, vectors=ctx.vectors())
     done = writer.run(limit)
     stats = writer.stats()
     if as_json:
@@ -251,15 +244,19 @@ def learn(ctx: Context, limit: int, model_name: str | None, as_json: bool) -> No
 @click.argument("text")
 @_USER
 @click.option("--k", "k", type=click.IntRange(1), default=K, show_default=True)
-@click.option("--threshold", type=click.FloatRange(0, 1), default=THRESHOLD,
-              show_default=True, help="The share of the message an entry must cover.")
+@click.option("--threshold", type=click.FloatRange(0, 1),
+              help=f"The score an entry needs: the share of the message it covers (default "
+                   f"{THRESHOLD}), with embeddings the mean of that and its similarity "
+                   f"(default {DENSE_THRESHOLD}).")
+@click.option("--dense", is_flag=True,
+              help="Recall with embeddings too (also THREADLINE_MEMORY_DENSE=1).")
 @_JSON
 @pass_context
-def recall(ctx: Context, text: str, user_id: str, k: int, threshold: float,
-           as_json: bool) -> None:
+def recall(ctx: Context, text: str, user_id: str, k: int, threshold: float | None,
+           dense: bool, as_json: bool) -> None:
     """What a turn sent by the user with TEXT would recall: the entries, their scores and
     provenance, exactly as the model would be shown them."""
-    found = MemoryRecall(_memory(ctx), k=k, threshold=threshold).recall(user_id, text)
+    found = ctx.recall(k=k, threshold=threshold, dense=dense).recall(user_id, text)
     if as_json:
         emit_json({**found.to_json(), "text": found.render()})
         return
@@ -274,7 +271,7 @@ def jobs(ctx: Context, status: str | None, as_json: bool) -> None:
     """The writer's queue, with what its gate decided for each message."""
     store = ctx.store()
     assert isinstance(store, RelationalStore)
-    found = MemoryWriter(store, _memory(ctx)).jobs(status)
+    found = MemoryWriter(store, ctx.memory()).jobs(status)
     if as_json:
         emit_json(found)
         return

@@ -40,11 +40,20 @@ from threadline.benchmark_files import read_records
 from threadline.cache.tokens import Tokenizer
 from threadline.errors import InputError
 from threadline.items import Item, NewItem, new_id
+from threadline.memory.dense import MemoryVectors
 from threadline.memory.extract import model_candidates
-from threadline.memory.recall import MemoryRecall, Recall, Recalled, query_terms
+from threadline.memory.recall import (
+    DENSE_THRESHOLD,
+    THRESHOLD,
+    MemoryRecall,
+    Recall,
+    Recalled,
+    query_terms,
+)
 from threadline.memory.store import MAX_TEXT_BYTES, MemoryStore
 from threadline.memory.writer import MemoryWriter, enqueue
 from threadline.models.base import ModelBackend
+from threadline.retrieval.dense import Embedder
 from threadline.stores.base import Commit, NewConversation
 from threadline.stores.sqlite import SQLiteStore
 
@@ -167,6 +176,7 @@ class Evaluation:
     k: int
     window: int
     threshold: float
+    dense: bool
     tokenizer: str
     samples: int = 0
     turns: int = 0
@@ -192,6 +202,7 @@ class Evaluation:
         return {
             "samples": self.samples, "turns": self.turns, "questions": self.questions,
             "k": self.k, "window_turns": self.window, "threshold": self.threshold,
+            "dense": self.dense,
             "tokenizer": self.tokenizer,
             "arms": {name: arm.to_json(full) for name, arm in self.arms.items()},
             "threadline_recall_by_category": {
@@ -207,10 +218,15 @@ class Evaluation:
 
 
 def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, k: int = 5,
-             window: int = 20, threshold: float = 0.5,
+             window: int = 20, threshold: float | None = None,
+             embedder: Embedder | None = None,
              progress: Callable[[str], None] | None = None) -> Evaluation:
-    """Ingest, learn and ask every sample in a scratch store; the measurements."""
-    result = Evaluation(k=k, window=window, threshold=threshold, tokenizer=tokenizer.name)
+    """Ingest, learn and ask every sample in a scratch store; the measurements. With
+    ``embedder``, recall is dense too (``memory.dense``)."""
+    if threshold is None:
+        threshold = THRESHOLD if embedder is None else DENSE_THRESHOLD
+    result = Evaluation(k=k, window=window, threshold=threshold, tokenizer=tokenizer.name,
+                        dense=embedder is not None)
     writer_totals: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="threadline-locomo-") as scratch:
         for n, sample in enumerate(samples):
@@ -219,7 +235,8 @@ def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, k: int = 5,
                          f"{len(sample.sessions)} sessions, {len(sample.questions)} questions")
             store = SQLiteStore(Path(scratch) / f"{n}.db")
             try:
-                stats = _one(sample, store, tokenizer, result, k, window, threshold)
+                stats = _one(sample, store, tokenizer, result, k, window, threshold,
+                             embedder)
             finally:
                 store.close()
             for name, count in stats["decisions"].items():
@@ -230,10 +247,12 @@ def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, k: int = 5,
 
 
 def _one(sample: Sample, store: SQLiteStore, tokenizer: Tokenizer, result: Evaluation,
-         k: int, window: int, threshold: float) -> dict[str, Any]:
+         k: int, window: int, threshold: float,
+         embedder: Embedder | None) -> dict[str, Any]:
     clock = [sample.sessions[0].when]
     memory = MemoryStore(store, clock=lambda: clock[0])
-    writer = MemoryWriter(store, memory)
+    vectors = None if embedder is None else MemoryVectors(memory, lambda: embedder)
+    writer = MemoryWriter(store, memory, vectors=vectors)
     seqs: dict[int, str] = {}
     conversation = new_id("c_")
     store.commit(Commit(conversation_id=conversation, created_at=clock[0], expected_head=None,
@@ -247,7 +266,7 @@ def _one(sample: Sample, store: SQLiteStore, tokenizer: Tokenizer, result: Evalu
         while writer.run(limit=500):
             pass
     clock[0] = sample.sessions[-1].when + timedelta(days=1)
-    recall = MemoryRecall(memory, k=k, threshold=threshold)
+    recall = MemoryRecall(memory, k=k, threshold=threshold, dense=vectors)
     turns = sample.turns
     count = _counter(tokenizer)
     lines = [f"{t.speaker}: {t.text}" for t in turns]
@@ -277,9 +296,10 @@ def _one(sample: Sample, store: SQLiteStore, tokenizer: Tokenizer, result: Evalu
             result.by_category.setdefault(question.category, []).append(share)
         result.questions += 1
     _probe_updates(memory, recall, sample.speakers, result)
+    stats = writer.stats()  # what reading the conversation decided, before the probes
     _inject_probes(store, conversation, writer, recall, sample, clock, result)
     result.turns += len(turns)
-    return writer.stats()
+    return stats
 
 
 def model_extraction(samples: Sequence[Sample], model: ModelBackend, *, limit: int,

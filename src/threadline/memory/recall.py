@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from threadline.items import format_time
+from threadline.memory.dense import MemoryVectors
 from threadline.memory.store import (
     COLUMNS,
     MemoryEntry,
@@ -33,10 +34,11 @@ from threadline.stores.sqlite import SQLiteStore
 
 K = 5               # memories shown per turn
 THRESHOLD = 0.5     # the share of the query's words an entry must cover to be recalled
+DENSE_THRESHOLD = 0.4  # with embeddings: the mean of that share and the similarity
 UNTRUSTED_WEIGHT = 0.5
 CANDIDATES = 50     # the full-text ranking's depth before scoring
 
-_TEXT, _TRUSTED = COLUMNS.index("text"), COLUMNS.index("trusted")
+_ID, _TEXT, _TRUSTED = COLUMNS.index("id"), COLUMNS.index("text"), COLUMNS.index("trusted")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _CURRENT = ("m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > ?) "
             "AND (m.valid_to IS NULL OR m.valid_to > ?)")
@@ -99,10 +101,16 @@ class Recall:
 
 
 class MemoryRecall:
-    def __init__(self, memory: MemoryStore, *, k: int = K, threshold: float = THRESHOLD,
-                 untrusted_weight: float = UNTRUSTED_WEIGHT,
-                 candidates: int = CANDIDATES) -> None:
-        self.memory, self.k, self.threshold = memory, k, threshold
+    """Recall over ``memory``; with ``dense`` (``memory.dense``), an entry's score is the
+    mean of the share of the query it covers and its embedding's similarity to the query, so
+    what was said in other words can be recalled too."""
+
+    def __init__(self, memory: MemoryStore, *, k: int = K, threshold: float | None = None,
+                 untrusted_weight: float = UNTRUSTED_WEIGHT, candidates: int = CANDIDATES,
+                 dense: MemoryVectors | None = None) -> None:
+        self.memory, self.k, self.dense = memory, k, dense
+        self.threshold = threshold if threshold is not None else \
+            DENSE_THRESHOLD if dense is not None else THRESHOLD
         self.untrusted_weight, self.candidates = untrusted_weight, candidates
         sqlite = isinstance(memory.store, SQLiteStore)
         self._search = _SQLITE_SEARCH if sqlite else _POSTGRES_SEARCH
@@ -115,16 +123,35 @@ class MemoryRecall:
         about them anyway)."""
         terms = query_terms(query, ignore)
         wanted = {_stem(t) for t in terms}
+        rows = self._rows(user_id, terms, at)
+        similar: dict[str, float] = {}
+        if self.dense is not None:
+            similar = self.dense.similarities(user_id, query, at=at)
+            known = {row[_ID] for row in rows}
+            nearest = sorted(similar, key=lambda i: -similar[i])[: self.candidates]
+            rows += self._by_id(user_id, [i for i in nearest if i not in known])
         scored = []
-        for row in self._rows(user_id, terms, at):  # scored on the raw row: decode the kept
-            covered = len(wanted & {_stem(w) for w in _words(row[_TEXT])}) / len(wanted)
-            score = covered * (1.0 if row[_TRUSTED] else self.untrusted_weight)
+        for row in rows:  # scored on the raw row: decode only what is kept
+            words = {_stem(w) for w in _words(row[_TEXT])}
+            score = len(wanted & words) / len(wanted) if wanted else 0.0
+            if self.dense is not None:
+                score = (score + max(0.0, similar.get(row[_ID], 0.0))) / 2
+            score *= 1.0 if row[_TRUSTED] else self.untrusted_weight
             if score >= self.threshold:
                 scored.append((score, row))
         scored.sort(key=lambda pair: -pair[0])  # stable: the index's order breaks ties
         return Recall(query, terms, tuple(Recalled(entry_from_row(row), score) for score, row
                                           in scored[: self.k if k is None else k]),
                       self.threshold)
+
+    def _by_id(self, user_id: str, ids: Sequence[str]) -> list[Sequence[Any]]:
+        if not ids:
+            return []
+        with self.memory.store.session() as db:
+            found = {row[_ID]: row for row in db.all(
+                f"SELECT {', '.join(COLUMNS)} FROM memory_entries WHERE user_id = ? AND id IN "
+                f"({', '.join('?' * len(ids))})", (user_id_checked(user_id), *ids))}
+        return [found[i] for i in ids if i in found]
 
     def search(self, user_id: str, terms: Sequence[str], *,
                at: datetime | None = None) -> list[MemoryEntry]:

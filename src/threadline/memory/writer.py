@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadline.items import Item, ItemKind
+from threadline.memory.dense import MemoryVectors
 from threadline.memory.extract import (
     Candidate,
     Decision,
@@ -87,17 +88,20 @@ class MemoryWriter:
 
     def __init__(self, store: RelationalStore, memory: MemoryStore, *,
                  model: ModelBackend | None = None, policy: WritePolicy = WritePolicy(),
+                 vectors: MemoryVectors | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.memory, self.model, self.clock = store, memory, model, clock
-        self.policy = policy
+        self.policy, self.vectors = policy, vectors
 
     def run(self, limit: int = 100) -> int:
-        """Process up to ``limit`` pending jobs, then purge expired entries; how many jobs
-        were done."""
+        """Process up to ``limit`` pending jobs, embed what they added (with ``vectors``), then
+        purge expired entries; how many jobs were done."""
         done = 0
+        learned: set[str] = set()
         for conversation_id, seq, user_id in self._claim(limit):
             try:
                 self._learn(conversation_id, seq, user_id)
+                learned.add(user_id)
                 done += 1
             except Exception as err:  # noqa: BLE001 - recorded on the job, retried later
                 with self.store.session(write=True) as db:
@@ -106,6 +110,9 @@ class MemoryWriter:
                            "WHERE conversation_id = ? AND seq = ?",
                            (f"{type(err).__name__}: {err}", MAX_ATTEMPTS, conversation_id,
                             seq))
+        if self.vectors is not None:
+            for user_id in sorted(learned):  # in a batch per user: the model is faster so
+                self.vectors.embed_missing(user_id)
         self.memory.purge_expired()
         return done
 

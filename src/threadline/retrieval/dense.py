@@ -52,15 +52,19 @@ class Embedder:
         return float(np.frombuffer(self.embed([query])[0], dtype=np.float32)
                      @ np.frombuffer(vector, dtype=np.float32))
 
-    def rank(self, query: str, vectors: Sequence[tuple[str, bytes]]) -> list[str]:
-        """The ids of ``vectors`` (id, vector) by similarity to ``query``; ties by id."""
+    def scores(self, query: str, vectors: Sequence[bytes]) -> list[float]:
+        """The cosine similarity of ``query`` to each of ``vectors``, in order."""
         if not vectors:
             return []
         np: Any = self._numpy
-        matrix = np.frombuffer(b"".join(v for _, v in vectors), dtype=np.float32)
+        matrix = np.frombuffer(b"".join(bytes(v) for v in vectors), dtype=np.float32)
         matrix = matrix.reshape(len(vectors), -1)
         query_vector = np.frombuffer(self.embed([query])[0], dtype=np.float32)
-        scores = matrix @ query_vector
-        order = sorted(range(len(vectors)), key=lambda i: (-round(float(scores[i]), 6),
+        return [float(score) for score in matrix @ query_vector]
+
+    def rank(self, query: str, vectors: Sequence[tuple[str, bytes]]) -> list[str]:
+        """The ids of ``vectors`` (id, vector) by similarity to ``query``; ties by id."""
+        scores = self.scores(query, [v for _, v in vectors])
+        order = sorted(range(len(vectors)), key=lambda i: (-round(scores[i], 6),
                                                            vectors[i][0]))
         return [vectors[i][0] for i in order]
