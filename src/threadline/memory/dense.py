@@ -13,11 +13,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from threadline.items import format_time
-from threadline.memory.store import MemoryStore, user_id_checked
+from threadline.memory.store import CURRENT, MemoryStore, user_id_checked
 from threadline.retrieval.dense import Embedder
-
-_CURRENT = ("m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > ?) "
-            "AND (m.valid_to IS NULL OR m.valid_to > ?)")
 
 
 class MemoryVectors:
@@ -62,7 +59,7 @@ class MemoryVectors:
         with self.memory.store.session() as db:
             rows = db.all("SELECT m.id, v.vector FROM memory_vectors v JOIN memory_entries m"
                           " ON m.user_id = v.user_id AND m.id = v.id"
-                          f" WHERE v.user_id = ? AND {_CURRENT}",
+                          f" WHERE v.user_id = ? AND {CURRENT}",
                           (user_id_checked(user_id), moment, moment))
         scores = self.embedder.scores(query, [vector for _, vector in rows])
         return {entry_id: score for (entry_id, _), score in zip(rows, scores, strict=True)}

@@ -22,6 +22,7 @@ from threadline.items import format_time
 from threadline.memory.dense import MemoryVectors
 from threadline.memory.store import (
     COLUMNS,
+    CURRENT,
     MemoryEntry,
     MemoryStore,
     Source,
@@ -40,17 +41,15 @@ CANDIDATES = 50     # the full-text ranking's depth before scoring
 
 _ID, _TEXT, _TRUSTED = COLUMNS.index("id"), COLUMNS.index("text"), COLUMNS.index("trusted")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-_CURRENT = ("m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > ?) "
-            "AND (m.valid_to IS NULL OR m.valid_to > ?)")
 _SQLITE_SEARCH = (
     f"SELECT {', '.join('m.' + c for c in COLUMNS)} FROM memory_fts f "
     "JOIN memory_entries m ON m.rowid = f.rowid "
-    f"WHERE memory_fts MATCH ? AND m.user_id = ? AND {_CURRENT} "
+    f"WHERE memory_fts MATCH ? AND m.user_id = ? AND {CURRENT} "
     "ORDER BY bm25(memory_fts), m.recorded_at DESC, m.id LIMIT ?")
 _POSTGRES_SEARCH = (
     f"SELECT {', '.join('m.' + c for c in COLUMNS)} FROM memory_entries m, "
     "to_tsquery('english', ?) AS q "
-    f"WHERE m.search @@ q AND m.user_id = ? AND {_CURRENT} "
+    f"WHERE m.search @@ q AND m.user_id = ? AND {CURRENT} "
     "ORDER BY ts_rank_cd(m.search, q) DESC, m.recorded_at DESC, m.id LIMIT ?")
 
 _SAID = {Source.USER_STATED: "said", Source.USER_CONFIRMED: "confirmed",

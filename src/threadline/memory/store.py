@@ -29,6 +29,9 @@ COLUMNS = ("user_id", "id", "kind", "text", "source", "trusted", "conversation_i
            "recorded_at", "valid_from", "valid_to", "expires_at", "supersedes",
            "invalidated_at", "invalidated_by", "reason")
 _COLUMNS_SQL = ", ".join(COLUMNS)
+# the condition, on memory_entries aliased m, for an entry current at a moment (given twice)
+CURRENT = ("m.invalidated_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > ?) "
+           "AND (m.valid_to IS NULL OR m.valid_to > ?)")
 
 
 class MemoryKind(StrEnum):
