@@ -14,6 +14,8 @@ from tests.memory.conftest import T0, Clock
 from threadline.engine import Engine
 from threadline.errors import InputError
 from threadline.memory import MemoryKind, MemoryStore, NewMemory, Source, UnknownMemory
+from threadline.memory.recall import MemoryRecall
+from threadline.memory.writer import MemoryWriter
 from threadline.models.scripted import ScriptedModel
 from threadline.stores.relational import RelationalStore
 from threadline.stores.sqlite import SQLiteStore
@@ -149,7 +151,15 @@ def test_forget_leaves_nothing_about_the_user_in_any_table(tmp_path: Path) -> No
     memory = MemoryStore(store)
     memory.add("zed-7f3a", NewMemory("zed-7f3a's passport number is P123"))
     memory.add("amy", NewMemory("Amy skis"))
-    assert memory.forget("zed-7f3a") == 1
+    # the whole path: turns sent with the user, a job learned, one still pending, a recall
+    engine = Engine(store, ScriptedModel(), memory=MemoryRecall(memory))
+    turn = engine.run_turn("I live in Oslo.", user_id="zed-7f3a")
+    MemoryWriter(store, memory).run()
+    engine.run_turn("Where do I live? I work at the harbour office.", user_id="zed-7f3a",
+                    conversation_id=turn.conversation_id)
+    assert memory.forget("zed-7f3a") == 2
+    assert MemoryWriter(store, memory).run() == 0  # nothing left to learn it all again
+    assert memory.entries("zed-7f3a", history=True) == []
     store.close()
     conn = sqlite3.connect(tmp_path / "t.db")
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]

@@ -193,10 +193,12 @@ class MemoryStore:
                        (user_id, each))
 
     def forget(self, user_id: str) -> int:
-        """Delete everything remembered about the user; how many entries went."""
+        """Delete everything remembered about the user (their entries, with their vectors,
+        and the writer's jobs for them: a pending one would learn it all again, a done one
+        keeps what it decided); how many entries went."""
         with self.store.session(write=True) as db:
-            return db.run("DELETE FROM memory_entries WHERE user_id = ?",
-                          (user_id_checked(user_id),))
+            db.run("DELETE FROM memory_jobs WHERE user_id = ?", (user_id_checked(user_id),))
+            return db.run("DELETE FROM memory_entries WHERE user_id = ?", (user_id,))
 
     def purge_expired(self, now: datetime | None = None) -> int:
         """The retention job: delete (not hide) every entry past its expiry."""
