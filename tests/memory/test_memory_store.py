@@ -135,9 +135,13 @@ def test_no_query_for_one_user_returns_another_users_entry(
         memory = MemoryStore(store)
         owner = {memory.add(user, NewMemory(text, kind=MemoryKind.FACT)).id: user
                  for user, text in writes}
+        recall = MemoryRecall(memory, threshold=0.0)  # everything that matches a word
         for user in {u for u, _ in writes} | {"c"}:
             for entry in memory.entries(user, history=True):
                 assert owner[entry.id] == user == entry.user_id
+            for _, text in writes:  # every text, asked by every user
+                for found in recall.recall(user, text, k=50).memories:
+                    assert owner[found.entry.id] == user == found.entry.user_id
             for entry_id, entry_owner in owner.items():
                 if entry_owner != user:
                     with pytest.raises(UnknownMemory):
