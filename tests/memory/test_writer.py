@@ -98,8 +98,8 @@ def test_a_policy_may_keep_what_tools_return_but_only_untrusted(tmp_path: Path) 
     assert len(turn.tool_results) == 1  # queued beside the message: the policy decides
     assert MemoryWriter(store, memory).run() == 2
     assert [e.text for e in memory.entries("ann")] == ["I live in Oslo"]
-    memory.forget("ann")
-    with store.session(write=True) as db:
+    with store.session(write=True) as db:  # learn the same items again, under another policy
+        db.run("DELETE FROM memory_entries")
         db.run("UPDATE memory_jobs SET status = 'pending', attempts = 0")
     MemoryWriter(store, memory, policy=WritePolicy(tool_returned=True)).run()
     kept = {e.text: e for e in memory.entries("ann")}
