@@ -10,9 +10,10 @@ import click
 
 from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, emit_json, pass_context
+from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
 from threadline.cli.rewrite import canard
 from threadline.memory.evaluate import evaluate, load_locomo, model_extraction
-from threadline.memory.recall import DENSE_THRESHOLD, THRESHOLD, K
+from threadline.memory.recall import K
 from threadline.models import MODELS
 from threadline.retrieval.dense import Embedder
 
@@ -31,12 +32,8 @@ eval_.add_command(canard)
               help="Memories recalled per question.")
 @click.option("--window", type=click.IntRange(1), default=20, show_default=True,
               help="Turns the last-N baseline keeps.")
-@click.option("--threshold", type=click.FloatRange(0, 1),
-              help=f"The score an entry needs: the share of the question it covers "
-                   f"(default {THRESHOLD}), with --dense the mean of that and its similarity "
-                   f"(default {DENSE_THRESHOLD}).")
-@click.option("--dense", is_flag=True,
-              help="Recall with embeddings too (the dense extra: MiniLM on the CPU).")
+@RECALL_THRESHOLD
+@RECALL_DENSE
 @click.option("--limit", type=click.IntRange(1), help="Only the first N samples.")
 @click.option("--extract-model", "model_name", type=click.Choice(sorted(MODELS)),
               help="Also run this model's fact extractor and report how often its output "

@@ -26,6 +26,14 @@ from threadline.stores.relational import RelationalStore
 
 _USER = click.option("--user", "user_id", required=True, metavar="U", help="Whose memory.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+# how recall scores, shared with threadline eval locomo
+RECALL_THRESHOLD = click.option(
+    "--threshold", type=click.FloatRange(0, 1),
+    help=f"The score an entry needs: the share of the words it covers (default {THRESHOLD}), "
+         f"with --dense the mean of that and its similarity (default {DENSE_THRESHOLD}).")
+RECALL_DENSE = click.option(
+    "--dense", is_flag=True, help="Recall with embeddings too (the dense extra; also "
+                                  "THREADLINE_MEMORY_DENSE=1).")
 
 
 def _when(value: str | None) -> datetime | None:
@@ -244,12 +252,8 @@ def learn(ctx: Context, limit: int, model_name: str | None, as_json: bool) -> No
 @click.argument("text")
 @_USER
 @click.option("--k", "k", type=click.IntRange(1), default=K, show_default=True)
-@click.option("--threshold", type=click.FloatRange(0, 1),
-              help=f"The score an entry needs: the share of the message it covers (default "
-                   f"{THRESHOLD}), with embeddings the mean of that and its similarity "
-                   f"(default {DENSE_THRESHOLD}).")
-@click.option("--dense", is_flag=True,
-              help="Recall with embeddings too (also THREADLINE_MEMORY_DENSE=1).")
+@RECALL_THRESHOLD
+@RECALL_DENSE
 @_JSON
 @pass_context
 def recall(ctx: Context, text: str, user_id: str, k: int, threshold: float | None,
