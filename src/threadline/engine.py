@@ -230,8 +230,11 @@ class Engine:
             items.append(found)
         if recalling and recorded_for(history, message, ItemKind.RECALL) is None:
             assert user_id is not None and self.memory is not None
-            items.append(recall(self.memory, user_id, history[: history.index(message)],
-                                message.text, deadline_s=self.rewrite_deadline_s))
+            before = next(i for i in range(len(history) - 1, -1, -1)  # the message is near
+                          if history[i].seq == message.seq)             # the end: look back
+            items.append(recall(self.memory, user_id, history[:before], message.text,
+                                deadline_s=self.rewrite_deadline_s,
+                                query=None if found is None else found.content["query"]))
         if not items:
             return None
         return self.store.commit(Commit(

@@ -148,3 +148,20 @@ def test_a_turn_shows_recalled_memories_in_its_tail_with_provenance(
     content = [i for i in log.history(bob.conversation_id)
                if i.kind is ItemKind.RECALL][0].content
     assert content["memories"] == []
+
+
+def test_a_turn_that_searched_a_corpus_recalls_with_the_same_standalone_query(
+        memory: MemoryStore, log: RelationalStore) -> None:
+    from threadline.retrieval.corpus import Corpus, Document
+
+    corpora = Corpus(log)
+    corpora.add("notes", [Document("trip.md", "The Singapore trip is booked for July.")])
+    memory.add("ann", NewMemory("I am flying to Singapore in July with my sister"))
+    engine = Engine(log, ScriptedModel(), corpora=corpora, memory=MemoryRecall(memory))
+    turn = engine.run_turn("When is the Singapore trip?", corpus="notes", user_id="ann")
+    history = log.history(turn.conversation_id)
+    [retrieved] = [i for i in history if i.kind is ItemKind.RETRIEVAL]
+    [recalled] = [i for i in history if i.kind is ItemKind.RECALL]
+    assert recalled.content["query"] == retrieved.content["query"]  # rewritten once
+    assert [m["text"] for m in recalled.content["memories"]] == [
+        "I am flying to Singapore in July with my sister"]

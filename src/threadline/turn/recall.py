@@ -18,11 +18,13 @@ from threadline.rewrite.deterministic import turns_of
 
 
 def recall(memory: MemoryRecall, user_id: str, history: Sequence[Item], text: str, *,
-           deadline_s: float) -> NewItem:
-    """The recall item for ``text`` sent by ``user_id`` after ``history``: the message made
-    standalone first (without a model: this is on the request path), so "and the year
-    before?" recalls what the conversation was about."""
-    query = race([DETERMINISTIC], turns_of(history), text, deadline_s=deadline_s).rewritten
+           deadline_s: float, query: str | None = None) -> NewItem:
+    """The recall item for ``text`` sent by ``user_id`` after ``history``. The message is
+    made standalone first, so "and the year before?" recalls what the conversation was
+    about: ``query`` if the turn already rewrote it (to search a corpus), else without a
+    model (this is on the request path)."""
+    if query is None:
+        query = race([DETERMINISTIC], turns_of(history), text, deadline_s=deadline_s).rewritten
     found = memory.recall(user_id, query)
     return NewItem(ItemKind.RECALL, {**found.to_json(), "text": found.render()})
 
