@@ -12,7 +12,9 @@ from tests.conftest import require_llama_cpp
 from threadline.engine import Engine
 from threadline.items import ItemKind, NewItem, utc_now
 from threadline.memory import MemoryStore, NewMemory, Source
-from threadline.memory.writer import MemoryWriter, WritePolicy, enqueue, extract
+from threadline.memory.extract import rule_candidates
+from threadline.memory.store import MAX_TEXT_BYTES
+from threadline.memory.writer import MemoryWriter, WritePolicy, enqueue
 from threadline.models.scripted import ScriptedModel, ToolCalls
 from threadline.stores.base import Commit
 from threadline.stores.sqlite import SQLiteStore
@@ -82,7 +84,7 @@ def test_instructions_and_other_peoples_words_are_never_stored(
     assert any("instruction" in d["reason"] for d in decisions)
     assert any(d["text"] == "I live in Pyongyang" and "tool_returned" in d["reason"]
                for d in decisions)
-    candidates, refused = extract(planted)
+    candidates, refused = rule_candidates(planted, max_bytes=MAX_TEXT_BYTES)
     assert [c.source for c in candidates] == [Source.TOOL_RETURNED]
     assert "instruction" in refused[0]["reason"]
 

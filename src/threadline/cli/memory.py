@@ -12,7 +12,7 @@ import click
 from threadline.cli._common import Context, emit_json, one_line, pass_context, table
 from threadline.errors import InputError
 from threadline.items import format_time
-from threadline.memory import MemoryKind, NewMemory, Source
+from threadline.memory import MemoryEntry, MemoryKind, NewMemory, Source
 from threadline.memory.recall import DENSE_THRESHOLD, THRESHOLD, K
 from threadline.memory.transfer import (
     export_document,
@@ -34,6 +34,14 @@ RECALL_THRESHOLD = click.option(
 RECALL_DENSE = click.option(
     "--dense", is_flag=True, help="Recall with embeddings too (the dense extra; also "
                                   "THREADLINE_MEMORY_DENSE=1).")
+
+
+def _written(entry: MemoryEntry, as_json: bool) -> None:
+    """What add and edit print: the entry as JSON, or its id."""
+    if as_json:
+        emit_json(entry.to_json())
+    else:
+        click.echo(entry.id)
 
 
 def _when(value: str | None) -> datetime | None:
@@ -106,10 +114,7 @@ def add(ctx: Context, text: str, user_id: str, kind: str, source: str,
     entry = ctx.memory().add(user_id, NewMemory(
         text, MemoryKind(kind), Source(source), valid_from=_when(valid_from),
         valid_to=_when(valid_to), expires_at=_when(expires)))
-    if as_json:
-        emit_json(entry.to_json())
-        return
-    click.echo(entry.id)
+    _written(entry, as_json)
 
 
 @memory.command()
@@ -125,10 +130,7 @@ def edit(ctx: Context, entry_id: str, text: str, user_id: str, as_json: bool) ->
     entry = store.update(user_id, entry_id, NewMemory(
         text, old.kind, Source.USER_STATED, old.conversation_id, old.item_seqs,
         old.valid_from, old.valid_to, old.expires_at), reason="edited by the user")
-    if as_json:
-        emit_json(entry.to_json())
-        return
-    click.echo(entry.id)
+    _written(entry, as_json)
 
 
 @memory.command()

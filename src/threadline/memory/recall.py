@@ -152,14 +152,10 @@ class MemoryRecall:
                 f"({', '.join('?' * len(ids))})", (user_id_checked(user_id), *ids))}
         return [found[i] for i in ids if i in found]
 
-    def search(self, user_id: str, terms: Sequence[str], *,
-               at: datetime | None = None) -> list[MemoryEntry]:
-        """The full-text candidates: current entries of the user matching any term, in the
-        index's order. This is the one query recall makes."""
-        return [entry_from_row(row) for row in self._rows(user_id, terms, at)]
-
     def _rows(self, user_id: str, terms: Sequence[str],
               at: datetime | None) -> list[Sequence[Any]]:
+        """The full-text candidates: current entries of the user matching any term, in the
+        index's order."""
         if not terms:
             return []
         with self.memory.store.session() as db:

@@ -40,7 +40,6 @@ from threadline.memory.extract import (
     rule_candidates,
 )
 from threadline.memory.store import (
-    MAX_TEXT_BYTES,
     TRUSTED_SOURCES,
     MemoryEntry,
     MemoryStore,
@@ -60,12 +59,6 @@ def enqueue(store: RelationalStore, item: Item, user_id: str) -> None:
         db.run("INSERT INTO memory_jobs (conversation_id, seq, user_id) VALUES (?, ?, ?) "
                "ON CONFLICT (conversation_id, seq) DO NOTHING",
                (item.conversation_id, item.seq, user_id))
-
-
-def extract(item: Item, max_bytes: int = MAX_TEXT_BYTES) -> tuple[list[Candidate],
-                                                                   list[Decision]]:
-    """The rules' candidates in ``item``, and what they turned away."""
-    return rule_candidates(item, max_bytes=max_bytes)
 
 
 @dataclass(frozen=True)
@@ -129,10 +122,11 @@ class MemoryWriter:
     def stats(self) -> dict[str, Any]:
         """What the gate decided over every job, and the model extractor's schema-validity
         rate (None when no model output was seen)."""
-        decisions = [d for job in self.jobs() for d in job["decisions"] or []]
+        jobs = self.jobs()
+        decisions = [d for job in jobs for d in job["decisions"] or []]
         extracted = [d for d in decisions if d["decision"] == "EXTRACT"]
         valid = sum(1 for d in extracted if d["valid"])
-        return {"jobs": len(self.jobs()),
+        return {"jobs": len(jobs),
                 "decisions": dict(Counter(d["decision"] for d in decisions
                                           if d["decision"] != "EXTRACT")),
                 "model_outputs": len(extracted), "schema_valid": valid,
@@ -179,7 +173,7 @@ class MemoryWriter:
     def _decide(self, user_id: str, candidate: Candidate, item: Item,
                 current: list[MemoryEntry]) -> Decision:
         same_key = None if candidate.key is None else next(
-            (e for e in reversed(current) if _key(e) == candidate.key), None)
+            (e for e in reversed(current) if key_of(e.text) == candidate.key), None)
         if candidate.retract:
             if same_key is None:
                 return {"text": candidate.text, "decision": "NOOP",
@@ -210,10 +204,6 @@ class MemoryWriter:
         current.append(entry)
         return {"text": candidate.text, "decision": "ADD", "entry": entry.id,
                 "reason": f"a {candidate.source} fact"}
-
-
-def _key(entry: MemoryEntry) -> str | None:
-    return key_of(entry.text)
 
 
 def _finish(db: Session, conversation_id: str, seq: int, decisions: list[Decision]) -> None:
