@@ -50,11 +50,11 @@ import time
 from pathlib import Path
 
 from threadline.items import utc_now
+from threadline.models.calling import CallOutcome
 from threadline.models.scripted import ScriptedModel
 from threadline.settings import Durability
 from threadline.stores.sqlite.store import SQLiteStore
 from threadline.turn.assemble import assemble
-from threadline.turn.call import CallOutcome
 from threadline.turn.commit import commit_reply
 from threadline.turn.ingest import ingest
 

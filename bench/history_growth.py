@@ -49,12 +49,12 @@ from pathlib import Path
 from threadline.cache.attribution import Previous, report
 from threadline.engine import Engine
 from threadline.items import NewItem, new_id, utc_now
+from threadline.models.calling import CallOutcome
 from threadline.models.scripted import ScriptedModel
 from threadline.settings import Durability
 from threadline.stores.base import Commit, NewConversation
 from threadline.stores.sqlite.store import SQLiteStore
 from threadline.turn.assemble import MessageMemo, assemble
-from threadline.turn.call import CallOutcome
 from threadline.turn.commit import commit_reply
 from threadline.turn.ingest import ingest
 

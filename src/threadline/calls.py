@@ -14,8 +14,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from threadline.cache.prefix import common_prefix_len
 from threadline.items import canonical_json, format_time
+from threadline.sequences import common_prefix_len
 
 
 @dataclass(frozen=True)

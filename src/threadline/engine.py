@@ -38,6 +38,7 @@ from threadline.memory.recall import MemoryRecall
 from threadline.memory.store import user_id_checked
 from threadline.memory.writer import enqueue
 from threadline.models.base import ModelBackend, OnText
+from threadline.models.calling import call_model, sent_request
 from threadline.render.openai import prompt_cache_key
 from threadline.request import Request, TailBlock, ToolSpec
 from threadline.retrieval.cache import AnswerCache, CachedAnswer
@@ -55,8 +56,7 @@ from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import MAIN, Commit, NewBranch, Store
 from threadline.stores.relational import RelationalStore
 from threadline.turn.assemble import MessageMemo, assemble
-from threadline.turn.call import call_model
-from threadline.turn.commit import commit_reply, record_failure, sent_request
+from threadline.turn.commit import commit_reply, record_failure
 from threadline.turn.ingest import ingest, validate_text
 from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold
 from threadline.turn.recall import recall

@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from threadline.cache.prefix import common_prefix_len
 from threadline.calls import Rendering, SentRequest
+from threadline.sequences import common_prefix_len
 from threadline.stores.delta import decode, encode
 
 _messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),

@@ -11,13 +11,13 @@ from threadline.cache.prefix import (
     Cause,
     Divergence,
     PrefixReport,
-    common_prefix_len,
     layout_of,
     looks_volatile,
 )
 from threadline.calls import SentRequest
 from threadline.items import canonical_json
 from threadline.request import Request
+from threadline.sequences import common_prefix_len
 
 
 @dataclass(frozen=True)

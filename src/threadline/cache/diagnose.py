@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from threadline.cache.prefix import common_prefix_len, looks_volatile, word_at
+from threadline.cache.prefix import looks_volatile, word_at
 from threadline.errors import InputError
 from threadline.items import canonical_json
+from threadline.sequences import common_prefix_len
 
 
 @dataclass(frozen=True)

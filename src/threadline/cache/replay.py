@@ -24,13 +24,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from threadline.cache.attribution import Previous, report
-from threadline.cache.prefix import common_prefix_len, layout_of
+from threadline.cache.prefix import layout_of
 from threadline.cache.pricing import CacheProfile
 from threadline.cache.tokens import Tokenizer
 from threadline.calls import Rendering, SentRequest
 from threadline.items import Item, ItemKind, NewItem, chain_items
 from threadline.models.scripted import render_chatml
 from threadline.request import Request, Segment, SegmentKind, Stability, TailBlock
+from threadline.sequences import common_prefix_len
 from threadline.turn.assemble import MessageMemo, assemble
 
 Policy = Callable[[Sequence[Item], int, str | None], Request]

@@ -21,10 +21,9 @@ from threadline.compaction.constraints import new_constraint
 from threadline.errors import ModelError
 from threadline.items import Item, ItemKind, NewItem
 from threadline.models.base import ModelBackend
+from threadline.models.calling import call_model, call_record
 from threadline.request import Message, Request, Segment, SegmentKind, Stability
 from threadline.stores.base import Commit, Store
-from threadline.turn.call import call_model
-from threadline.turn.commit import call_record
 
 PROMPT = ("List every instruction in the user's messages below that tells the assistant how to "
           "behave for the rest of the conversation (rules, preferences, prohibitions, style). "

@@ -23,11 +23,10 @@ from jsonschema import Draft202012Validator
 from threadline.items import Item, ItemKind
 from threadline.memory.store import Source
 from threadline.models.base import ModelBackend
+from threadline.models.calling import call_model, call_record
 from threadline.request import Message, Request, Segment, SegmentKind, Stability
 from threadline.rewrite.anchors import content_words
 from threadline.stores.base import Commit, Store
-from threadline.turn.call import call_model
-from threadline.turn.commit import call_record
 
 Decision = dict[str, Any]
 

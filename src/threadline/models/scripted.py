@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from threadline.cache.prefix import common_prefix_len
 from threadline.calls import RenderedPart, Rendering, SentRequest, Usage
 from threadline.items import new_id
 from threadline.models.base import Completion, OnText, RequestedCall, Stopwatch
 from threadline.request import Message, Request
+from threadline.sequences import common_prefix_len
 
 TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]|\s+")
 _GENERATION_PROMPT = "<|im_start|>assistant\n"

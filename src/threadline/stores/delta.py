@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from threadline.cache.prefix import common_prefix_len
 from threadline.calls import Rendering, SentRequest, Shared
 from threadline.errors import StoreError
+from threadline.sequences import common_prefix_len
 
 _FIELDS = ("messages", "prompt", "tokens")
 

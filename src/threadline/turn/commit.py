@@ -10,47 +10,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from threadline.calls import CallStatus, ModelCall, SentRequest, Usage
+from threadline.calls import ModelCall
 from threadline.errors import TurnSuperseded
-from threadline.items import Item, NewItem, new_id
+from threadline.items import Item, NewItem
+from threadline.models.calling import CallOutcome, call_record
 from threadline.request import Request
 from threadline.stores.base import Commit, Store
-from threadline.turn.call import CallOutcome
-
-
-def sent_request(request: Request, outcome: CallOutcome, model_id: str) -> SentRequest:
-    """What the call sent; for a call that failed before sending, what it meant to send (the
-    request's messages in the OpenAI shape)."""
-    if outcome.completion is not None:
-        return outcome.completion.sent
-    return SentRequest(model=model_id, messages=tuple(request.openai_messages()))
-
-
-def call_record(*, head: Item, branch: str, request: Request, outcome: CallOutcome,
-                model_id: str, error: str | None = None,
-                prefix: Mapping[str, Any] | None = None) -> ModelCall:
-    """The record of one call, with its prefix report (``cache.attribution.report``)."""
-    completion = outcome.completion
-    if outcome.error is not None:
-        error = f"{type(outcome.error).__name__}: {outcome.error}"
-    ok = completion is not None and error is None
-    return ModelCall(
-        id=new_id("call_"),
-        conversation_id=head.conversation_id,
-        branch=branch,
-        turn=head.turn,
-        head_seq=head.seq,
-        reply_seq=None,
-        status=CallStatus.OK if ok else CallStatus.FAILED,
-        model=completion.sent.model if completion else model_id,
-        request=sent_request(request, outcome, model_id),
-        response=completion.response_json() if completion else {},
-        usage=completion.usage if completion else Usage(),
-        timings=outcome.timings,
-        started_at=outcome.started_at,
-        error=error,
-        prefix=prefix,
-    )
 
 
 def commit_reply(store: Store, *, head: Item, branch: str, request: Request,
