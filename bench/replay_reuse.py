@@ -1,7 +1,7 @@
 """Prefix reuse on real traffic: ShareGPT replayed through threadline and three naive assemblers.
 
 Every conversation of ``../shared/data/sharegpt-sample-1000`` is replayed turn by turn
-(``threadline.cache.replay``): for each user message, each policy assembles the request, it is
+(``threadline.eval.replay``): for each user message, each policy assembles the request, it is
 rendered as ChatML and tokenized with SmolLM2's own tokenizer (llama.cpp, vocabulary only; a
 word tokenizer if llama.cpp is missing), and compared with the same policy's previous request.
 All four policies carry the same per-turn information (the time, and a passage retrieved for
@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from threadline.cache.pricing import profile
-from threadline.cache.replay import POLICIES, replay
 from threadline.cache.tokens import WordTokenizer, default_tokenizer
+from threadline.eval.replay import POLICIES, replay
 from threadline.interop.importers import ImportRecord, read_records
 from threadline.items import NewItem
 

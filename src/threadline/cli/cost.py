@@ -10,10 +10,10 @@ from pathlib import Path
 import click
 
 from threadline.cache.pricing import profile, profiles
-from threadline.cache.replay import POLICIES, replay
 from threadline.cache.simulate import Scenario, simulate
 from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, emit_json, pass_context, table
+from threadline.eval.replay import POLICIES, replay
 from threadline.interop.importers import ImportRecord, read_records
 
 

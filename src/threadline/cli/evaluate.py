@@ -12,7 +12,7 @@ from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, emit_json, pass_context
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
 from threadline.cli.rewrite import canard
-from threadline.memory.evaluate import evaluate, load_locomo, model_extraction
+from threadline.eval.locomo import evaluate, load_locomo, model_extraction
 from threadline.memory.recall import K
 from threadline.models import MODELS
 from threadline.retrieval.dense import Embedder

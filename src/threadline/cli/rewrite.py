@@ -13,10 +13,10 @@ from typing import Any
 import click
 
 from threadline.cli._common import Context, emit_json, pass_context
+from threadline.eval.canard import Attempt, Example, load_canard, score, timed
 from threadline.models import MODELS
 from threadline.rewrite import DEFAULT_DEADLINE_S, DETERMINISTIC, race
 from threadline.rewrite.deterministic import rewrite as carry
-from threadline.rewrite.evaluate import Attempt, Example, load_canard, score, timed
 from threadline.rewrite.model import model_rewriter
 from threadline.stores import MAIN
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from threadline.benchmark_files import read_records
 from threadline.errors import InputError
+from threadline.eval.files import read_records
 from threadline.rewrite.anchors import content_words, missing, must_preserve
 from threadline.rewrite.deterministic import Turn
 

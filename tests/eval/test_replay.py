@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from threadline.cache.pricing import profile
-from threadline.cache.replay import replay
 from threadline.cache.tokens import WordTokenizer
+from threadline.eval.replay import replay
 from threadline.items import NewItem
 
 

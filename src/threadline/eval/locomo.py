@@ -36,9 +36,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from threadline.benchmark_files import read_records
 from threadline.cache.tokens import Tokenizer
 from threadline.errors import InputError
+from threadline.eval.files import read_records
 from threadline.items import Item, NewItem, new_id
 from threadline.memory.dense import MemoryVectors
 from threadline.memory.extract import model_candidates
