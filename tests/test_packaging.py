@@ -97,3 +97,25 @@ def test_the_wheel_holds_every_data_file_of_the_package(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         shipped = set(archive.namelist())
     assert sorted(data - shipped) == []
+
+
+def test_the_installed_metadata_carries_the_package_version(installed: Path) -> None:
+    script = ("import threadline, importlib.metadata as m; "
+              "print(threadline.__file__, threadline.__version__, m.version('threadline'))")
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, cwd=installed, timeout=120)
+    assert run.returncode == 0, run.stderr
+    where, version, recorded = run.stdout.split()
+    assert Path(where).resolve().is_relative_to(installed.resolve())
+    assert recorded == version == _source_version()
+    cli = subprocess.run([sys.executable, "-m", "threadline", "--version"], capture_output=True,
+                         text=True, env=env, cwd=installed, timeout=120)
+    assert cli.stdout == f"threadline, version {version}\n"
+
+
+def _source_version() -> str:
+    match = re.search(r'^__version__ = "([^"]+)"$', (PACKAGE / "__init__.py").read_text("utf-8"),
+                      re.MULTILINE)
+    assert match
+    return match[1]
