@@ -1,7 +1,8 @@
-"""Every error a threadline user can hit, in one place.
+"""Every error a threadline user can hit, in one tree.
 
 Each error says what was wrong and what to do about it, and carries the exit status the CLI
-uses for it::
+uses for it. A few live beside the code that raises them, in the module named in brackets;
+``tests/test_errors.py`` checks this tree against the classes::
 
     ThreadlineError                      exit 1
     ├── InputError                       exit 2   the caller sent something unusable
@@ -14,17 +15,23 @@ uses for it::
     │   ├── UnknownConversation
     │   ├── UnknownBranch
     │   ├── UnknownItem
-    │   └── UnknownCall
+    │   ├── UnknownCall
+    │   ├── UnknownCorpus
+    │   ├── UnknownMemory                [memory.store]
+    │   └── UnknownGeneration            [server.app]  no stream has that generation id
     ├── StoreError                       exit 4   the data file or directory is unusable
     │   ├── NotAThreadlineDatabase
     │   ├── SchemaTooNew
     │   └── StoreReadOnly
     ├── ConflictError                    exit 5   the branch moved under a turn (version check)
-    │   └── TurnSuperseded
+    │   ├── TurnSuperseded
+    │   ├── TurnInProgress               another turn holds the conversation
+    │   └── TurnCancelled                a newer message stopped this turn
     └── ModelError                       exit 6
         ├── ModelUnavailable             the model file is missing or unreadable
         ├── ContextWindowExceeded
-        └── ModelCallFailed              the call failed; the turn is recorded as failed
+        ├── ModelCallFailed              the call failed; the turn is recorded as failed
+        └── ExtractionFailed             [compaction.extract]  nothing was compacted
 
 Nothing raised before a commit has written anything: a bad input leaves the store unchanged.
 """
