@@ -2,7 +2,7 @@
 
 A conversation (user messages of ~55 tokens, the model's own greedy replies of up to 40 tokens)
 is driven through ``Engine.run_turn`` with SmolLM2-135M in llama.cpp on an SQLite store. After
-``--compact-after`` turns the branch is compacted (``Engine.compact`` to ``--budget`` tokens,
+``--compact-after`` turns the branch is compacted (``Compaction.compact`` to ``--budget`` tokens,
 the lightest strategy that gets there: a recall-first summary here), then the conversation goes
 on. Per turn the engine's own call record gives TTFT, prompt and cached tokens, and the prefix
 report (reused ÷ the best an append-only prefix could reuse).
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ttft_local import SYSTEM, user_text  # the same conversation as the TTFT benchmark
 
+from threadline.compaction.auto import Compaction
 from threadline.engine import Engine
 from threadline.models.llamacpp import LlamaCppModel, Sampling
 from threadline.stores.sqlite import SQLiteStore
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{call.timings.ttft_ms or 0:8.1f} ms, {prefix.get('cause')}",
                       file=sys.stderr)
             if n == args.compact_after:
-                done = engine.compact(cid, budget=args.budget)
+                done = Compaction().compact(engine, cid, budget=args.budget)
                 compaction = done.to_json()
                 if not args.json:
                     print(f"compacted: {done.detail}", file=sys.stderr)

@@ -17,6 +17,7 @@ from threadline.errors import (
 )
 from threadline.items import ItemKind, NewItem
 from threadline.models.scripted import ScriptedModel
+from threadline.providers.clock import TimeProvider
 from threadline.request import Request
 from threadline.stores.base import Commit
 from threadline.stores.sqlite import SQLiteStore
@@ -226,7 +227,8 @@ def test_the_time_goes_in_the_tail_and_never_breaks_the_prefix(store: SQLiteStor
 
     ticks = iter(datetime(2026, 5, 3, 9, 0, tzinfo=UTC) + timedelta(minutes=m)
                  for m in range(100))
-    engine = Engine(store, ScriptedModel(), time_in_context=True, clock=lambda: next(ticks))
+    engine = Engine(store, ScriptedModel(), providers=[TimeProvider()],
+                    clock=lambda: next(ticks))
     first = engine.run_turn("What time is it?")
     second = engine.run_turn("And now?", conversation_id=first.conversation_id)
     sent = store.call(second.call.id).request

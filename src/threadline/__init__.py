@@ -1,22 +1,30 @@
 """Threadline: durable, prompt-cache-aware multi-turn LLM conversations.
 
 The turn pipeline is ``Engine.run_turn``: ingest → assemble → call → commit, over a
-:class:`Store` (SQLite by default) and a :class:`ModelBackend` (llama.cpp by default).
+:class:`Store` (SQLite by default) and a :class:`ModelBackend` (llama.cpp by default), with
+context providers, turn hooks and a compactor plugged in; :func:`standard_engine` plugs in
+threadline's own.
 """
 
 from threadline.calls import ModelCall, Rendering, SentRequest, Timings, Usage
+from threadline.compaction.auto import Compaction
 from threadline.compaction.compact import Compacted
 from threadline.compaction.constraints import Constraint
 from threadline.compaction.plan import Plan, Policy
 from threadline.compaction.working_state import WorkingState
-from threadline.engine import Engine, TurnResult
+from threadline.engine import Engine
 from threadline.errors import ThreadlineError
 from threadline.items import Branch, Conversation, Item, ItemKind, NewItem
 from threadline.models import ModelBackend, ScriptedModel, create_model
 from threadline.request import Message, Request, Segment, SegmentKind, Stability, ToolSpec
 from threadline.settings import Durability, Settings
+from threadline.standard import standard_engine
 from threadline.stores import SQLiteStore, Store, open_store
 from threadline.turn.assemble import assemble
+from threadline.turn.hooks import TurnEvent, TurnHook
+from threadline.turn.input import TurnInput
+from threadline.turn.providers import ContextProvider, Gathering, Provider
+from threadline.turn.result import TurnResult
 from threadline.turn.tools import Tool, ToolContext, ToolLimits
 
 __version__ = "0.1.0"
@@ -24,10 +32,13 @@ __version__ = "0.1.0"
 __all__ = [
     "Branch",
     "Compacted",
+    "Compaction",
     "Constraint",
+    "ContextProvider",
     "Conversation",
     "Durability",
     "Engine",
+    "Gathering",
     "Item",
     "ItemKind",
     "Message",
@@ -36,6 +47,7 @@ __all__ = [
     "NewItem",
     "Plan",
     "Policy",
+    "Provider",
     "Rendering",
     "Request",
     "SQLiteStore",
@@ -52,6 +64,9 @@ __all__ = [
     "ToolContext",
     "ToolLimits",
     "ToolSpec",
+    "TurnEvent",
+    "TurnHook",
+    "TurnInput",
     "TurnResult",
     "Usage",
     "WorkingState",
@@ -59,4 +74,5 @@ __all__ = [
     "assemble",
     "create_model",
     "open_store",
+    "standard_engine",
 ]

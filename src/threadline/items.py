@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from threadline.errors import InputError
+from threadline.errors import EmptyMessage, InputError, InvalidEncoding, MessageTooLarge
 
 HASH_PREFIX = "b2:"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -36,12 +36,13 @@ class ItemKind(StrEnum):
     WORKING_STATE = "working_state"            # the task's goal, plan, decisions, facts
     RETRIEVAL = "retrieval"                    # a turn's rewritten query and its passages
     RECALL = "memory_recall"                   # the memories a turn recalled, with provenance
+    CONTEXT = "context"                        # what another context provider found for a turn
 
 
 # Kinds that steer what the model sees without being messages themselves.
 CONTROL_KINDS = frozenset({ItemKind.NOTE, ItemKind.COMPACTION, ItemKind.CONSTRAINT,
                            ItemKind.CONSTRAINT_REMOVED, ItemKind.WORKING_STATE,
-                           ItemKind.RETRIEVAL, ItemKind.RECALL})
+                           ItemKind.RETRIEVAL, ItemKind.RECALL, ItemKind.CONTEXT})
 
 
 # Required content fields per kind, and their JSON types. Extra fields are allowed and kept.
@@ -57,6 +58,7 @@ _REQUIRED: dict[ItemKind, dict[str, type | tuple[type, ...]]] = {
     ItemKind.WORKING_STATE: {"state": dict},
     ItemKind.RETRIEVAL: {"raw": str, "query": str, "passages": list},
     ItemKind.RECALL: {"query": str, "memories": list},
+    ItemKind.CONTEXT: {"provider": str},
 }
 
 
@@ -114,6 +116,28 @@ def validate_content(kind: ItemKind, content: Mapping[str, Any]) -> str:
         return canonical_json(content)
     except (TypeError, ValueError) as err:
         raise InputError(f"a {kind} item's content is not JSON-serialisable: {err}") from err
+
+
+def decode_utf8(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidEncoding(where, err) from err
+
+
+def validate_text(text: str, *, max_bytes: int) -> str:
+    """The message as it will be stored, or an InputError saying what is wrong with it."""
+    if not text.strip():
+        raise EmptyMessage()
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as err:
+        raise InputError(f"the message contains a character that is not valid Unicode "
+                         f"(at offset {err.start}); nothing was saved",
+                         hint="check how the text was decoded") from err
+    if size > max_bytes:
+        raise MessageTooLarge(size, max_bytes)
+    return text
 
 
 @dataclass(frozen=True)

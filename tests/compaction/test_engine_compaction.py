@@ -6,12 +6,15 @@ import json
 
 import pytest
 
+from threadline.compaction.auto import Compaction
+from threadline.compaction.constraints import active, add_constraint, remove_constraint
 from threadline.compaction.plan import Policy
 from threadline.engine import Engine
 from threadline.errors import InputError, ModelCallFailed
 from threadline.interop.importers import import_transcripts
 from threadline.items import ItemKind
 from threadline.models.scripted import ScriptedModel
+from threadline.standard import standard_engine
 from threadline.stores.sqlite import SQLiteStore
 from threadline.stores.verify import verify_conversation
 
@@ -28,8 +31,8 @@ def _chat(engine: Engine, turns: int, cid: str | None = None) -> str:
 
 
 def test_the_high_water_mark_compacts_once_and_the_next_turn_appends(store: SQLiteStore) -> None:
-    engine = Engine(store, ScriptedModel(), system="You are terse.",
-                    policy=Policy(high_water=900, low_water=400, profile="none"))
+    engine = standard_engine(store, ScriptedModel(), system="You are terse.",
+                             policy=Policy(high_water=900, low_water=400, profile="none"))
     cid = engine.run_turn("Always use British spelling. Order A-1234 is mine.").conversation_id
     _chat(engine, 8, cid)
     calls = store.calls(cid)
@@ -54,13 +57,14 @@ def test_the_high_water_mark_compacts_once_and_the_next_turn_appends(store: SQLi
 def test_a_plan_that_does_not_pay_for_itself_waits_until_the_hard_limit(
         store: SQLiteStore) -> None:
     # with cache reads at a tenth of the price, compacting a short context never pays off
-    engine = Engine(store, ScriptedModel(), policy=Policy(
+    engine = standard_engine(store, ScriptedModel(), policy=Policy(
         high_water=300, low_water=150, profile="anthropic-5m", context_window=10_000,
         reserve=100))
     cid = _chat(engine, 4)
     assert not any(i.kind is ItemKind.COMPACTION for i in store.history(cid))
-    engine.policy = Policy(high_water=300, low_water=150, profile="anthropic-5m",
-                           context_window=700, reserve=100)
+    engine.compactor = Compaction(Policy(high_water=300, low_water=150,
+                                         profile="anthropic-5m", context_window=700,
+                                         reserve=100))
     _chat(engine, 1, cid)
     [event] = [i for i in store.history(cid) if i.kind is ItemKind.COMPACTION]
     assert event.content["reason"] == "context_limit"
@@ -70,9 +74,9 @@ def test_manual_compaction_dry_run_changes_nothing(store: SQLiteStore) -> None:
     engine = Engine(store, ScriptedModel())
     cid = _chat(engine, 5)
     before = store.history(cid)
-    dry = engine.compact(cid, budget=200, dry_run=True)
+    dry = Compaction().compact(engine, cid, budget=200, dry_run=True)
     assert dry.plan is not None and dry.applied is None and store.history(cid) == before
-    done = engine.compact(cid, budget=200)
+    done = Compaction().compact(engine, cid, budget=200)
     assert done.applied is not None and done.plan == dry.plan  # the dry run said what happens
     assert done.plan is not None and done.plan.tokens_after < done.plan.tokens_before
     assert json.loads(json.dumps(done.to_json()))["applied"] is True
@@ -91,16 +95,17 @@ def test_a_cleared_tool_result_is_recalled_verbatim(store: SQLiteStore) -> None:
                             expected_head=head.seq,
                             items=[NewItem.tool_call(f"t{n}", "rules", {"n": n}),
                                    NewItem.tool_result(f"t{n}", output)]))
-    done = engine.compact(cid, strategy="clear_tool_results")
+    done = Compaction().compact(engine, cid, strategy="clear_tool_results")
     assert done.plan is not None and len(done.plan.cleared) == 2  # the newest 3 stay
     shown = [m.content for m in engine.request_for(cid).messages if m.role == "tool"]
     assert shown[2:] == outputs[2:] and all("recall(" in s for s in shown[:2])
-    assert engine.recall(cid, done.plan.cleared[0]).content["output"] == outputs[0]
+    assert engine.item(cid, done.plan.cleared[0]).content["output"] == outputs[0]
 
 
 def test_a_failed_call_after_a_compaction_can_be_answered(store: SQLiteStore) -> None:
     model = ScriptedModel()
-    engine = Engine(store, model, policy=Policy(high_water=500, low_water=200, profile="none"))
+    engine = standard_engine(store, model,
+                             policy=Policy(high_water=500, low_water=200, profile="none"))
     cid = _chat(engine, 3)
     model.enqueue(RuntimeError("provider down"))
     with pytest.raises(ModelCallFailed):
@@ -114,17 +119,17 @@ def test_a_failed_call_after_a_compaction_can_be_answered(store: SQLiteStore) ->
 def test_constraints_can_be_added_edited_and_removed(store: SQLiteStore) -> None:
     engine = Engine(store, ScriptedModel())
     cid = engine.run_turn("Hello").conversation_id
-    added = engine.add_constraint(cid, "Quote prices in EUR.")
-    edited = engine.add_constraint(cid, "Quote prices in GBP.", replaces=added.seq)
-    assert [c.text for c in engine.constraints(cid)] == ["Quote prices in GBP."]
+    added = add_constraint(store, cid, "Quote prices in EUR.")
+    edited = add_constraint(store, cid, "Quote prices in GBP.", replaces=added.seq)
+    assert [c.text for c in active(store.history(cid))] == ["Quote prices in GBP."]
     tail = engine.request_for(cid).messages[-1].content
     assert "Quote prices in GBP." in tail and "EUR" not in tail
-    engine.remove_constraint(cid, edited.seq)
-    assert engine.constraints(cid) == []
+    remove_constraint(store, cid, edited.seq)
+    assert active(store.history(cid)) == []
     before = store.history(cid)
-    for bad in (lambda: engine.remove_constraint(cid, edited.seq),
-                lambda: engine.add_constraint(cid, "x", replaces=1),
-                lambda: engine.add_constraint(cid, "   ")):
+    for bad in (lambda: remove_constraint(store, cid, edited.seq),
+                lambda: add_constraint(store, cid, "x", replaces=1),
+                lambda: add_constraint(store, cid, "   ")):
         with pytest.raises(InputError):
             bad()
     assert store.history(cid) == before
@@ -140,9 +145,9 @@ def test_an_imported_conversation_compacts_like_a_native_one(store: SQLiteStore)
                                 max_message_bytes=100_000)
     cid = report.imported[0]["conversation_id"]
     engine = Engine(store, ScriptedModel())
-    done = engine.compact(cid, budget=300)
+    done = Compaction().compact(engine, cid, budget=300)
     assert done.applied is not None and done.plan is not None
-    assert [c.text for c in engine.constraints(cid)] == ["From now on, answer in French."]
+    assert [c.text for c in active(store.history(cid))] == ["From now on, answer in French."]
     request = engine.request_for(cid)
     assert request.messages[0].content == ("Standing instructions:\n- From now on, answer in "
                                            "French.")
@@ -152,7 +157,7 @@ def test_an_imported_conversation_compacts_like_a_native_one(store: SQLiteStore)
 def test_an_explicit_task_boundary_summarises_the_finished_task(store: SQLiteStore) -> None:
     engine = Engine(store, ScriptedModel())
     cid = _chat(engine, 4)
-    done = engine.compact(cid, boundary=True)
+    done = Compaction().compact(engine, cid, boundary=True)
     assert done.plan is not None and done.applied is not None
     assert (done.plan.strategy, done.plan.reason) == ("summary", "task_boundary")
     last = [i for i in store.history(cid) if i.kind is ItemKind.ASSISTANT][-1]
@@ -162,8 +167,9 @@ def test_an_explicit_task_boundary_summarises_the_finished_task(store: SQLiteSto
 
 
 def test_a_detected_change_of_task_compacts_the_finished_one(store: SQLiteStore) -> None:
-    engine = Engine(store, ScriptedModel(), policy=Policy(high_water=50_000, low_water=300,
-                                                          profile="none"))
+    engine = standard_engine(store, ScriptedModel(), policy=Policy(high_water=50_000,
+                                                                   low_water=300,
+                                                                   profile="none"))
     cid = _chat(engine, 4)
     result = engine.run_turn("New task: draft the release notes for v2.3.", conversation_id=cid)
     [event] = [i for i in store.history(cid) if i.kind is ItemKind.COMPACTION]

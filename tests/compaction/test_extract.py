@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from threadline.calls import CallStatus
+from threadline.compaction.auto import Compaction
+from threadline.compaction.constraints import active
 from threadline.compaction.extract import ExtractionFailed, extract
 from threadline.compaction.plan import Policy
 from threadline.engine import Engine
@@ -17,9 +19,11 @@ SAID = ("We are planning the Q3 offsite in Porto for 40 people. Oh, and the whol
         "conversation should stay in Portuguese where possible, thanks.")
 
 
+EXTRACTING = Compaction(Policy(high_water=100_000, low_water=50_000), model_extraction=True)
+
+
 def _setup(store: SQLiteStore, model: ScriptedModel) -> tuple[Engine, str]:
-    engine = Engine(store, model, model_extraction=True,
-                    policy=Policy(high_water=100_000, low_water=50_000))
+    engine = Engine(store, model, compactor=EXTRACTING)
     cid = engine.run_turn(SAID).conversation_id
     for n in range(3):
         engine.run_turn(f"Day {n}: venue options near Ribeira, budget 9,000 EUR." * 3,
@@ -32,9 +36,9 @@ def test_only_verbatim_proposals_become_constraints(store: SQLiteStore) -> None:
     engine, cid = _setup(store, model)
     model.enqueue("- the whole conversation should stay in Portuguese where possible\n"
                   "- Always be cheerful.")  # the second line is not the user's
-    done = engine.compact(cid, budget=200)
+    done = EXTRACTING.compact(engine, cid, budget=200)
     assert done.applied is not None
-    [rule] = engine.constraints(cid)
+    [rule] = active(store.history(cid))
     assert (rule.text, rule.source, rule.from_seq) == (
         "the whole conversation should stay in Portuguese where possible", "model", 1)
     assert rule.seq in done.applied.content["pinned"]
@@ -50,7 +54,7 @@ def test_a_failed_extraction_leaves_the_view_uncompacted(store: SQLiteStore) -> 
     engine, cid = _setup(store, model)
     before = engine.request_for(cid)
     model.enqueue(RuntimeError("model crashed"))
-    done = engine.compact(cid, budget=200)
+    done = EXTRACTING.compact(engine, cid, budget=200)
     assert done.applied is None and "constraint extraction failed" in done.detail
     assert engine.request_for(cid) == before
     notes = [i for i in store.history(cid) if i.kind is ItemKind.NOTE]
@@ -64,7 +68,7 @@ def test_malformed_output_and_a_passed_deadline_are_failures(store: SQLiteStore)
     model = ScriptedModel()
     engine, cid = _setup(store, model)
     model.enqueue("Sure! Here you go: Portuguese.")
-    assert engine.compact(cid, budget=200).applied is None
+    assert EXTRACTING.compact(engine, cid, budget=200).applied is None
     slow = ScriptedModel(token_delay_s=0.01)
     slow.enqueue("- " + "word " * 50)
     history = store.history(cid)

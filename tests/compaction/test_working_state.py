@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import pytest
 
+from threadline.compaction.auto import Compaction
 from threadline.compaction.plan import Policy
 from threadline.compaction.working_state import (
     UPDATE_TOOL,
     WorkingState,
     apply_tool_call,
+    state_of,
     update,
+    update_state,
 )
-from threadline.engine import Engine
 from threadline.errors import InputError
 from threadline.items import ItemKind
 from threadline.models.scripted import ScriptedModel
+from threadline.standard import standard_engine
 from threadline.stores.sqlite import SQLiteStore
 
 
@@ -59,10 +62,10 @@ def test_the_tool_returns_a_structured_error_the_model_can_fix() -> None:
 
 def test_the_state_is_logged_shown_in_the_tail_and_survives_compaction(
         store: SQLiteStore) -> None:
-    engine = Engine(store, ScriptedModel())
+    engine = standard_engine(store, ScriptedModel())
     cid = engine.run_turn("Let's plan the migration.").conversation_id
-    engine.update_state(cid, {"goal": "Migrate billing", "add_steps": ["export"]})
-    engine.update_state(cid, {"step_status": {"index": 1, "status": "doing"}})
+    update_state(store, cid, {"goal": "Migrate billing", "add_steps": ["export"]})
+    update_state(store, cid, {"step_status": {"index": 1, "status": "doing"}})
     states = [i for i in store.history(cid) if i.kind is ItemKind.WORKING_STATE]
     assert len(states) == 2  # every version stays in the log
     for n in range(6):
@@ -70,21 +73,22 @@ def test_the_state_is_logged_shown_in_the_tail_and_survives_compaction(
                         conversation_id=cid)
     before = engine.request_for(cid)
     assert "[doing] export" in before.messages[-1].content  # the tail, at the end
-    engine.compact(cid, budget=100)
+    Compaction().compact(engine, cid, budget=100)
     after = engine.request_for(cid)
     assert "[doing] export" in after.messages[-1].content
-    assert engine.working_state(cid).goal == "Migrate billing"
+    assert state_of(store.history(cid)).goal == "Migrate billing"
     bad = store.history(cid)
     with pytest.raises(InputError):
-        engine.update_state(cid, {"step_status": {"index": 9, "status": "done"}})
+        update_state(store, cid, {"step_status": {"index": 9, "status": "done"}})
     assert store.history(cid) == bad
 
 
 def test_a_state_change_does_not_move_the_cached_prefix(store: SQLiteStore) -> None:
-    engine = Engine(store, ScriptedModel(), policy=Policy(high_water=10_000, low_water=5_000))
+    engine = standard_engine(store, ScriptedModel(),
+                             policy=Policy(high_water=10_000, low_water=5_000))
     cid = engine.run_turn("Hello").conversation_id
-    engine.update_state(cid, {"goal": "A"})
+    update_state(store, cid, {"goal": "A"})
     engine.run_turn("Next", conversation_id=cid)
-    engine.update_state(cid, {"goal": "B"})
+    update_state(store, cid, {"goal": "B"})
     result = engine.run_turn("And then?", conversation_id=cid)
     assert result.call.prefix is not None and result.call.prefix["expected"]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tests.retrieval.test_dense import require_dense
-from threadline.engine import Engine
 from threadline.memory import MemoryStore, NewMemory
 from threadline.memory.dense import MemoryVectors
 from threadline.memory.recall import MemoryRecall
 from threadline.memory.writer import MemoryWriter
 from threadline.models.scripted import ScriptedModel
 from threadline.retrieval.dense import Embedder
+from threadline.standard import standard_engine
 from threadline.stores.relational import RelationalStore
 
 ENTRIES = ("My daughter is at university studying to become a doctor",
@@ -49,8 +49,8 @@ def test_a_paraphrase_completes_a_partial_match(memory: MemoryStore,
 def test_vectors_are_kept_beside_entries_and_go_with_them(
         memory: MemoryStore, log: RelationalStore, embedder: Embedder) -> None:
     vectors = MemoryVectors(memory, lambda: embedder)
-    first = Engine(log, ScriptedModel()).run_turn("I adopted two cats from the shelter.",
-                                                  user_id="ann")
+    engine = standard_engine(log, ScriptedModel(), recall=False)
+    first = engine.run_turn("I adopted two cats from the shelter.", user_id="ann")
     MemoryWriter(log, memory, vectors=vectors).run()  # the writer embeds what it learned
     assert vectors.embed_missing("ann") == 0
     memory.add("ann", NewMemory("I go running by the river every morning"))

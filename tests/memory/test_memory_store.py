@@ -17,6 +17,7 @@ from threadline.memory import MemoryKind, MemoryStore, NewMemory, Source, Unknow
 from threadline.memory.recall import MemoryRecall
 from threadline.memory.writer import MemoryWriter
 from threadline.models.scripted import ScriptedModel
+from threadline.standard import standard_engine
 from threadline.stores.relational import RelationalStore
 from threadline.stores.sqlite import SQLiteStore
 
@@ -156,7 +157,7 @@ def test_forget_leaves_nothing_about_the_user_in_any_table(tmp_path: Path) -> No
     memory.add("zed-7f3a", NewMemory("zed-7f3a's passport number is P123"))
     memory.add("amy", NewMemory("Amy skis"))
     # the whole path: turns sent with the user, a job learned, one still pending, a recall
-    engine = Engine(store, ScriptedModel(), memory=MemoryRecall(memory))
+    engine = standard_engine(store, ScriptedModel(), recall=MemoryRecall(memory))
     turn = engine.run_turn("I live in Oslo.", user_id="zed-7f3a")
     MemoryWriter(store, memory).run()
     engine.run_turn("Where do I live? I work at the harbour office.", user_id="zed-7f3a",

@@ -11,7 +11,9 @@ from threadline.items import ItemKind
 from threadline.memory import MemoryStore, NewMemory, Source
 from threadline.memory.recall import MemoryRecall, query_terms
 from threadline.models.scripted import ScriptedModel
+from threadline.providers.retrieval import CorpusSearch
 from threadline.request import SegmentKind
+from threadline.standard import standard_engine
 from threadline.stores.relational import RelationalStore
 from threadline.stores.sqlite import SQLiteStore
 
@@ -115,7 +117,7 @@ def test_a_turn_shows_recalled_memories_in_its_tail_with_provenance(
     memory.add("ann", NewMemory("I am vegetarian and allergic to peanuts",
                                 conversation_id=first.conversation_id,
                                 item_seqs=(first.message.seq,)))
-    engine = Engine(log, ScriptedModel(), memory=MemoryRecall(memory))
+    engine = standard_engine(log, ScriptedModel(), recall=MemoryRecall(memory))
     turn = engine.run_turn("Which dinner is fine for a vegetarian allergic to peanuts?",
                            user_id="ann", client_msg_id="m1")
     history = log.history(turn.conversation_id)
@@ -157,8 +159,9 @@ def test_a_turn_that_searched_a_corpus_recalls_with_the_same_standalone_query(
     corpora = Corpus(log)
     corpora.add("notes", [Document("trip.md", "The Singapore trip is booked for July.")])
     memory.add("ann", NewMemory("I am flying to Singapore in July with my sister"))
-    engine = Engine(log, ScriptedModel(), corpora=corpora, memory=MemoryRecall(memory))
-    turn = engine.run_turn("When is the Singapore trip?", corpus="notes", user_id="ann")
+    engine = standard_engine(log, ScriptedModel(), corpora=corpora, recall=MemoryRecall(memory))
+    turn = engine.run_turn("When is the Singapore trip?", options=[CorpusSearch("notes")],
+                           user_id="ann")
     history = log.history(turn.conversation_id)
     [retrieved] = [i for i in history if i.kind is ItemKind.RETRIEVAL]
     [recalled] = [i for i in history if i.kind is ItemKind.RECALL]

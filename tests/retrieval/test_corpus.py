@@ -6,12 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from threadline.engine import Engine
 from threadline.errors import InputError, UnknownCorpus
 from threadline.items import ItemKind
 from threadline.models.scripted import ScriptedModel
+from threadline.providers.retrieval import CorpusSearch
 from threadline.retrieval.chunks import chunk, sentences
 from threadline.retrieval.corpus import Corpus, Document
+from threadline.standard import standard_engine
 from threadline.stores.base import Store
 from threadline.stores.relational import RelationalStore
 from threadline.stores.sqlite import SQLiteStore
@@ -23,6 +24,9 @@ ITEM 1B describes unresolved staff comments. ITEM 7 discusses the drivers of clo
 
 Competitors such as Company Z reported slower cloud growth of 9% in FY2025."""
 OTHER = "Company Z grew cloud revenue by 9 percent in FY2025 and 12 percent in FY2024."
+
+
+FILINGS = CorpusSearch("filings")
 
 
 def test_chunks_have_stable_ids_and_whole_sentences() -> None:
@@ -75,10 +79,10 @@ def test_a_follow_up_searches_with_its_nouns_back_and_the_log_keeps_what_was_sho
         any_store: RelationalStore, corpus: Corpus) -> None:
     store = any_store
     model = ScriptedModel()
-    engine = Engine(store, model, corpora=corpus)
-    first = engine.run_turn("What was Company Y's cloud revenue in FY2025?", corpus="filings")
+    engine = standard_engine(store, model, corpora=corpus)
+    first = engine.run_turn("What was Company Y's cloud revenue in FY2025?", options=[FILINGS])
     follow = engine.run_turn("And the year before?", conversation_id=first.conversation_id,
-                             corpus="filings")
+                             options=[FILINGS])
     history = store.history(first.conversation_id)
     assert [i.kind for i in history] == [ItemKind.USER, ItemKind.RETRIEVAL, ItemKind.ASSISTANT,
                                          ItemKind.USER, ItemKind.RETRIEVAL, ItemKind.ASSISTANT]
@@ -94,7 +98,7 @@ def test_a_follow_up_searches_with_its_nouns_back_and_the_log_keeps_what_was_sho
     assert all("retrieved passages" not in m["content"] for m in shown[:-2])
     assert follow.reply.seq == 6
     with pytest.raises(InputError, match="no words to search for"):
-        engine.run_turn("the of and", corpus="filings")
+        engine.run_turn("the of and", options=[FILINGS])
     with pytest.raises(UnknownCorpus):
-        engine.run_turn("cloud revenue?", corpus="nope")
+        engine.run_turn("cloud revenue?", options=[CorpusSearch("nope")])
     assert len(store.conversations()) == 1  # the refused questions wrote nothing

@@ -17,6 +17,7 @@ from threadline.memory.recall import K, MemoryRecall
 from threadline.models import ModelBackend, create_model
 from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
+from threadline.standard import standard_engine
 from threadline.stores import Store, open_store
 from threadline.stores.relational import RelationalStore
 
@@ -62,13 +63,14 @@ class Context:
         return create_model(name or self.settings.model, self.settings)
 
     def engine(self, model: ModelBackend, *, system: str | None = None) -> Engine:
-        """An engine over this store, compacting on its own where the model has a window."""
+        """An engine over this store with the standard providers and hooks (recall with the
+        settings' dense choice), compacting on its own where the model has a window."""
         settings, store = self.settings, self.store()
-        memory = self.recall() if isinstance(store, RelationalStore) else None
-        return Engine(store, model, system=system or settings.system_prompt,
-                      max_message_bytes=settings.max_message_bytes,
-                      time_in_context=settings.time_in_context, policy=policy_for(model),
-                      corpora=self._corpora, memory=memory)
+        return standard_engine(store, model, system=system or settings.system_prompt,
+                               max_message_bytes=settings.max_message_bytes,
+                               time_in_context=settings.time_in_context,
+                               policy=policy_for(model), corpora=self._corpora,
+                               recall=self.recall() if store.memory is not None else False)
 
 
 pass_context = click.make_pass_decorator(Context)

@@ -11,11 +11,12 @@ import click
 from threadline.cli._common import Context, emit_json, one_line, pass_context
 from threadline.engine import Engine, TurnResult
 from threadline.errors import InputError, InvalidEncoding, ModelError, ThreadlineError
-from threadline.items import ItemKind
+from threadline.items import ItemKind, decode_utf8, validate_text
 from threadline.models import MODELS
+from threadline.providers.retrieval import CorpusSearch
 from threadline.stores import MAIN
-from threadline.turn.ingest import decode_utf8, validate_text
-from threadline.turn.retrieve import recorded_for
+from threadline.turn.input import TurnInput
+from threadline.turn.providers import recorded
 
 _HELP = """commands:
   /retry   answer the last message again (after a failed or cancelled turn)
@@ -87,7 +88,7 @@ def _once(engine: Engine, text: str, conversation_id: str | None, branch: str,
 
     result = engine.run_turn(text, conversation_id=conversation_id, branch=branch,
                              client_msg_id=client_msg_id, on_text=None if as_json else stream,
-                             corpus=corpus, user_id=user_id)
+                             user_id=user_id, options=_search(corpus))
     if as_json:
         emit_json(turn_json(engine, result))
     elif result.deduplicated:
@@ -96,18 +97,22 @@ def _once(engine: Engine, text: str, conversation_id: str | None, branch: str,
         click.echo()
 
 
+def _search(corpus: str | None) -> tuple[CorpusSearch, ...]:
+    return () if corpus is None else (CorpusSearch(corpus),)
+
+
 def turn_json(engine: Engine, result: TurnResult) -> dict[str, Any]:
     """A turn as JSON, with its rewritten query and passages when it searched a corpus."""
     out = result.to_json()
     history = engine.store.history(result.conversation_id, result.branch)
-    found = recorded_for(history, result.message, ItemKind.RETRIEVAL)
+    found = recorded(history, result.message, ItemKind.RETRIEVAL)
     if found is not None:
         content = found.content
         out["retrieval"] = {"raw": content["raw"], "query": content["query"],
                             "winner": content.get("winner"),
                             "latency_ms": content.get("latency_ms"), "corpus": content["corpus"],
                             "passages": content["passages"], "seq": found.seq}
-    recalled = recorded_for(history, result.message, ItemKind.RECALL)
+    recalled = recorded(history, result.message, ItemKind.RECALL)
     if recalled is not None:
         out["memory"] = {"query": recalled.content["query"], "seq": recalled.seq,
                          "memories": recalled.content["memories"]}
@@ -190,11 +195,14 @@ class _Session:
             if text is None:
                 if self.conversation_id is None:
                     raise InputError("there is no conversation yet; send a message first")
-                result = self.engine.answer(self.conversation_id, self.branch, on_text=stream)
+                result = self.engine.answer(TurnInput(
+                    conversation_id=self.conversation_id, branch=self.branch,
+                    user_id=self.user_id, options=_search(self.corpus)), on_text=stream)
             else:
                 result = self.engine.run_turn(text, conversation_id=self.conversation_id,
                                               branch=self.branch, on_text=stream,
-                                              corpus=self.corpus, user_id=self.user_id)
+                                              user_id=self.user_id,
+                                              options=_search(self.corpus))
         except KeyboardInterrupt:
             click.echo("\n(cancelled; the turn is saved as failed — /retry answers it)")
             return
@@ -215,7 +223,7 @@ class _Session:
         ttft = "-" if timings.ttft_ms is None else f"{timings.ttft_ms:.0f} ms"
         recalled = ""
         if self.user_id is not None:
-            found = recorded_for(self.engine.store.history(result.conversation_id,
+            found = recorded(self.engine.store.history(result.conversation_id,
                                                            result.branch),
                                  result.message, ItemKind.RECALL)
             count = 0 if found is None else len(found.content["memories"])

@@ -8,11 +8,12 @@ from typing import Any
 import click
 
 from threadline.cli._common import Context, emit_json, one_line, pass_context, table
-from threadline.compaction.constraints import undetected
-from threadline.compaction.plan import request_tokens
+from threadline.compaction.auto import Compaction
+from threadline.compaction.constraints import add_constraint, remove_constraint, undetected
+from threadline.compaction.plan import policy_for, request_tokens
 from threadline.compaction.view import STRATEGIES, context_view
-from threadline.compaction.working_state import state_of
-from threadline.engine import Engine, add_constraint, remove_constraint, update_state
+from threadline.compaction.working_state import state_of, update_state
+from threadline.engine import Engine
 from threadline.errors import InputError
 from threadline.models import MODELS
 from threadline.stores import MAIN, Store
@@ -90,8 +91,9 @@ def compact(ctx: Context, conversation_id: str, branch: str, budget: int | None,
         raise click.UsageError("--boundary summarises; it does not combine with --strategy "
                                f"{strategy}")
     engine = _engine(ctx, conversation_id, branch, model_name)
-    done = engine.compact(conversation_id, branch, budget=budget, strategy=strategy,
-                          dry_run=dry_run, boundary=boundary)
+    done = Compaction(policy_for(engine.model)).compact(
+        engine, conversation_id, branch, budget=budget, strategy=strategy, dry_run=dry_run,
+        boundary=boundary)
     if as_json:
         emit_json(done.to_json())
         return

@@ -7,10 +7,10 @@ import sys
 import click
 
 from threadline.cli._common import Context, emit_json, one_line, pass_context, table
-from threadline.engine import fork as fork_branch
 from threadline.items import ItemKind, format_time
 from threadline.stores import MAIN
 from threadline.stores.verify import verify_conversation
+from threadline.turn.fork import fork as fork_branch
 
 _LABEL = {ItemKind.USER: "user", ItemKind.ASSISTANT: "assistant", ItemKind.TOOL_CALL: "tool call",
           ItemKind.TOOL_RESULT: "tool result", ItemKind.NOTE: "note",

@@ -12,6 +12,7 @@ from threadline.cli._common import Context, emit_json, one_line, pass_context, t
 from threadline.cli.chat import turn_json
 from threadline.errors import InputError
 from threadline.models import MODELS
+from threadline.providers.retrieval import CorpusSearch
 from threadline.retrieval.corpus import Document
 from threadline.retrieval.files import MAX_FILE_BYTES, files, read
 
@@ -128,8 +129,8 @@ def ask(ctx: Context, text: str, corpus_name: str, conversation_id: str | None,
     if conversation_id is not None:
         ctx.store().conversation(conversation_id)
     engine = ctx.engine(ctx.model(model_name))
-    result = engine.run_turn(text, conversation_id=conversation_id, corpus=corpus_name,
-                             cache=cache)
+    result = engine.run_turn(text, conversation_id=conversation_id,
+                             options=[CorpusSearch(corpus_name, reuse_answers=cache)])
     shown = turn_json(engine, result)
     if as_json:
         emit_json(shown)

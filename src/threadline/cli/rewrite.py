@@ -15,6 +15,7 @@ import click
 from threadline.cli._common import Context, emit_json, pass_context
 from threadline.eval.canard import Attempt, Example, load_canard, score, timed
 from threadline.models import MODELS
+from threadline.providers.query import rewrite as standalone_rewrite
 from threadline.rewrite import DEFAULT_DEADLINE_S, DETERMINISTIC, race
 from threadline.rewrite.deterministic import rewrite as carry
 from threadline.rewrite.model import model_rewriter
@@ -41,8 +42,8 @@ def rewrite(ctx: Context, text: str, conversation_id: str, branch: str,
     store.conversation(conversation_id)
     store.head(conversation_id, branch)  # unknown ids fail before a model loads
     engine = ctx.engine(ctx.model("scripted" if no_model else model_name))
-    result = engine.rewrite(conversation_id, text, branch, deadline_s=deadline,
-                            use_model=not no_model)
+    result = standalone_rewrite(engine, conversation_id, text, branch, deadline_s=deadline,
+                                use_model=not no_model)
     if as_json:
         emit_json(result.to_json())
         return
@@ -74,8 +75,8 @@ def canard(ctx: Context, file: Path, limit: int | None, model_name: str | None,
     }
     if subset:
         engine = ctx.engine(ctx.model(model_name))
-        model = model_rewriter(engine.model, engine._model_lock)
-        alone = model_rewriter(engine.model, engine._model_lock, hedge_s=0)
+        model = model_rewriter(engine.model, engine.model_lock)
+        alone = model_rewriter(engine.model, engine.model_lock, hedge_s=0)
         attempts["model"] = (subset, _model_alone(alone.run))
         attempts["race"] = (examples, _raced([DETERMINISTIC, model], deadline))
     report: dict[str, Any] = {"file": str(file), "examples": len(examples),

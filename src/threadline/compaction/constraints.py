@@ -17,12 +17,16 @@ add, edit and remove them (``source="user"``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from threadline.compaction.summarize import sentences
-from threadline.items import Item, ItemKind, NewItem
+from threadline.errors import InputError
+from threadline.items import Item, ItemKind, NewItem, utc_now, validate_text
+from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
+from threadline.stores.base import MAIN, Store, append
 
 SOURCES = ("said", "user", "model")  # found in a message / added by the user / model-proposed
 
@@ -147,3 +151,31 @@ def undetected(history: Sequence[Item]) -> list[NewItem]:
                 seen.add((item.seq, sentence))
                 out.append(new_constraint(sentence, source="said", from_seq=item.seq))
     return out
+
+
+def add_constraint(store: Store, conversation_id: str, text: str, branch: str = MAIN, *,
+                   replaces: int | None = None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                   clock: Callable[[], datetime] = utc_now) -> Item:
+    """Set a standing instruction (or, with ``replaces``, edit one). It applies from the next
+    turn, in the tail until the next compaction pins it."""
+    text = validate_text(text, max_bytes=max_bytes).strip()
+    if replaces is not None:
+        _active(store, conversation_id, branch, replaces)
+    return append(store, conversation_id, branch, clock(),
+                  new_constraint(text, source="user", replaces=replaces))[0]
+
+
+def remove_constraint(store: Store, conversation_id: str, seq: int, branch: str = MAIN, *,
+                      clock: Callable[[], datetime] = utc_now) -> Item:
+    """Withdraw a constraint: it stops applying from the next turn; the log keeps it."""
+    _active(store, conversation_id, branch, seq)
+    return append(store, conversation_id, branch, clock(), removal(seq))[0]
+
+
+def _active(store: Store, conversation_id: str, branch: str, seq: int) -> Constraint:
+    for constraint in active(store.history(conversation_id, branch)):
+        if constraint.seq == seq:
+            return constraint
+    raise InputError(f"item {seq} is not an active constraint on branch {branch!r} of "
+                     f"{conversation_id}",
+                     hint=f"list them with: threadline constraints list {conversation_id}")

@@ -15,23 +15,18 @@ horizon; at the hard limit it is applied regardless.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from threadline.cache.pricing import CacheProfile, profile
 from threadline.items import ItemKind, NewItem
+from threadline.models.base import ModelBackend, estimate_tokens
 from threadline.request import Message, Request
 
 Count = Callable[[str], int]  # tokens in a text, by the model's tokenizer or a stand-in
 MESSAGE_OVERHEAD = 4  # role header and separators a chat template adds per message
-_WORDS = re.compile(r"\w+|[^\w\s]|\s+")
-
-
-def word_count(text: str) -> int:
-    """A tokenizer-free stand-in: words, punctuation marks and runs of whitespace."""
-    return len(_WORDS.findall(text))
+word_count = estimate_tokens  # what planning counts with where the model cannot say
 
 
 def request_tokens(request: Request, count: Count) -> list[tuple[Message, int]]:
@@ -71,13 +66,13 @@ class Policy:
         return None if self.context_window is None else self.context_window - self.reserve
 
 
-def policy_for(model: object) -> Policy | None:
+def policy_for(model: ModelBackend) -> Policy | None:
     """The default policy for a model that declares its context window (llama.cpp does):
     compact past three quarters of it, down to two fifths, never past the window. Its price is
     the idealised cache (reads at a tenth, writes at list price), which is what reusing a local
     KV cache costs in prefill time."""
-    window = getattr(model, "n_ctx", None)
-    if not isinstance(window, int) or window < 1_024:
+    window = model.context_window
+    if window is None or window < 1_024:
         return None
     return Policy(high_water=window * 3 // 4, low_water=window * 2 // 5, context_window=window,
                   reserve=min(512, window // 8), profile="ideal")

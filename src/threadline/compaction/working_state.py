@@ -5,18 +5,20 @@ and open questions. It lives in the log (each update appends a ``working_state``
 the whole new state, so any past state can be read back), is shown in the tail of every turn
 (volatile by nature, so below every cache breakpoint), and survives any compaction untouched:
 it is the part of a task that must not depend on a summariser. Updated through the API
-(``Engine.update_state``) or by the model through the ``update_working_state`` tool.
+(``update_state``) or by the model through the ``update_working_state`` tool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from threadline.errors import InputError
-from threadline.items import Item, ItemKind, NewItem
+from threadline.items import Item, ItemKind, NewItem, utc_now
 from threadline.request import ToolSpec
+from threadline.stores.base import MAIN, Store, append
 
 STATUSES = ("todo", "doing", "done", "blocked", "dropped")
 _LISTS = {"steps": ("text", "status"), "decisions": ("decision", "reason"),
@@ -72,6 +74,15 @@ def state_of(history: Sequence[Item]) -> WorkingState:
         if item.kind is ItemKind.WORKING_STATE:
             return WorkingState.from_json(item.content["state"])
     return WorkingState()
+
+
+def update_state(store: Store, conversation_id: str, changes: Mapping[str, Any],
+                 branch: str = MAIN, *, clock: Callable[[], datetime] = utc_now) -> WorkingState:
+    """Apply ``changes`` (see :func:`update`) to a branch's working state and record the new
+    state; it is shown in the tail from the next call on."""
+    state = update(state_of(store.history(conversation_id, branch)), changes)
+    append(store, conversation_id, branch, clock(), state_item(state))
+    return state
 
 
 def update(state: WorkingState, changes: Mapping[str, Any]) -> WorkingState:

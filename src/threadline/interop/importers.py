@@ -25,9 +25,8 @@ from datetime import datetime
 from typing import Any
 
 from threadline.errors import ClientMessageConflict, ImportFormatError, InputError
-from threadline.items import NewItem, canonical_json, new_id, utc_now
+from threadline.items import NewItem, canonical_json, new_id, utc_now, validate_text
 from threadline.stores.base import Commit, NewConversation, Store
-from threadline.turn.ingest import validate_text
 
 FORMATS = ("openai-messages", "sharegpt")
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant",

@@ -4,10 +4,15 @@ A backend renders the provider-neutral :class:`~threadline.request.Request` into
 consumes, calls it, and reports exactly what it sent (:class:`~threadline.calls.SentRequest`)
 with usage and timings. ``on_text`` receives text as it streams; if it raises, generation stops
 and the exception propagates (that is how a caller cancels).
+
+A backend also says what compaction plans with: ``count_tokens`` (exact where it has the
+model's tokenizer, else :func:`estimate_tokens`) and ``context_window`` (None where it cannot
+know, and then nothing compacts on its own).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +22,12 @@ from threadline.calls import SentRequest, Timings, Usage
 from threadline.request import Request
 
 OnText = Callable[[str], None]
+_PIECES = re.compile(r"\w+|[^\w\s]|\s+")
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free stand-in: words, punctuation marks and runs of whitespace."""
+    return len(_PIECES.findall(text))
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,9 @@ class Completion:
 
 class ModelBackend(Protocol):
     model_id: str
+    context_window: int | None  # tokens a request and its reply may take together
+
+    def count_tokens(self, text: str) -> int: ...
 
     def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion: ...
 

@@ -86,6 +86,7 @@ class LlamaCppModel:
             llama_cpp.llama_vocab_is_eog(vocab, token))
         self.template = ChatTemplate(self._llm, str(path))
         self.n_ctx = self._llm.n_ctx()
+        self.context_window: int | None = self.n_ctx
         self.model_id = f"llama.cpp:{path.stem}"
 
     def render(self, request: Request) -> tuple[str, list[int]]:

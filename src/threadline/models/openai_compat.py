@@ -20,7 +20,13 @@ from typing import Any
 
 from threadline.calls import SentRequest, Usage
 from threadline.errors import InputError, ModelUnavailable
-from threadline.models.base import Completion, OnText, RequestedCall, Stopwatch
+from threadline.models.base import (
+    Completion,
+    OnText,
+    RequestedCall,
+    Stopwatch,
+    estimate_tokens,
+)
 from threadline.render.openai import render_openai
 from threadline.request import Request
 
@@ -37,7 +43,8 @@ class OpenAICompatibleModel:
 
     def __init__(self, model: str, endpoints: Sequence[str], *, api_key: str | None = None,
                  max_tokens: int = 512, temperature: float | None = None,
-                 timeout_s: float = 120.0, params: Mapping[str, Any] | None = None) -> None:
+                 timeout_s: float = 120.0, params: Mapping[str, Any] | None = None,
+                 context_window: int | None = None) -> None:
         try:
             import openai
         except ImportError as err:
@@ -47,6 +54,7 @@ class OpenAICompatibleModel:
             raise InputError("the OpenAI-compatible backend needs at least one endpoint URL")
         self.model = model
         self.model_id = f"openai-compatible:{model}"
+        self.context_window = context_window  # unknown unless told: nothing compacts by it
         self.endpoints = tuple(url.rstrip("/") for url in endpoints)
         self._openai = openai
         self._clients = {url: openai.OpenAI(base_url=url, api_key=api_key or "unused",
@@ -55,6 +63,10 @@ class OpenAICompatibleModel:
         self.params: dict[str, Any] = {"max_tokens": max_tokens, **(params or {})}
         if temperature is not None:
             self.params["temperature"] = temperature
+
+    def count_tokens(self, text: str) -> int:
+        """An estimate: the endpoint's tokenizer is not at hand."""
+        return estimate_tokens(text)
 
     def route(self, request: Request) -> list[str]:
         """The endpoints to try for ``request``, preferred first."""

@@ -75,7 +75,9 @@ class ScriptedModel:
 
     def __init__(self, replies: Iterable[Reply] = (), *,
                  default: Callable[[Request], str | ToolCalls] = echo_reply,
-                 first_token_delay_s: float = 0.0, token_delay_s: float = 0.0) -> None:
+                 first_token_delay_s: float = 0.0, token_delay_s: float = 0.0,
+                 context_window: int | None = None) -> None:
+        self.context_window = context_window
         self._queue: deque[Reply] = deque(replies)
         self._default = default
         self.first_token_delay_s = first_token_delay_s

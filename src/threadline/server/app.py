@@ -20,7 +20,6 @@ from pydantic import BaseModel, Field
 
 from threadline import __version__
 from threadline.engine import Engine, TurnResult
-from threadline.engine import fork as fork_branch
 from threadline.errors import (
     ConflictError,
     InputError,
@@ -41,6 +40,7 @@ from threadline.server.streams import (
     resumed_events,
 )
 from threadline.stores.base import MAIN, Commit, NewConversation
+from threadline.turn.fork import fork as fork_branch
 
 _STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409), (ModelError, 502),
            (StoreError, 503)]

@@ -175,3 +175,11 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def append(store: Store, conversation_id: str, branch: str, at: datetime,
+           *items: NewItem) -> list[Item]:
+    """Append ``items`` after whatever the branch's head is: for writes that depend on nothing
+    in the branch (a note, a constraint, a working state)."""
+    return store.commit(Commit(conversation_id=conversation_id, branch=branch, created_at=at,
+                               check_head=False, items=items)).items

@@ -11,14 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from threadline.errors import (
-    ClientMessageConflict,
-    EmptyMessage,
-    InputError,
-    InvalidEncoding,
-    MessageTooLarge,
-)
-from threadline.items import Item, ItemKind, NewItem, new_id
+from threadline.errors import ClientMessageConflict, InputError
+from threadline.items import Item, ItemKind, NewItem, new_id, validate_text
 from threadline.stores.base import Commit, NewConversation, Store
 
 
@@ -29,28 +23,6 @@ class Ingested:
     message: Item
     created: bool            # False when the client message id had been seen before
     reply: Item | None = None  # the finished turn's reply, for a retried send
-
-
-def decode_utf8(data: bytes, where: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InvalidEncoding(where, err) from err
-
-
-def validate_text(text: str, *, max_bytes: int) -> str:
-    """The message as it will be stored, or an InputError saying what is wrong with it."""
-    if not text.strip():
-        raise EmptyMessage()
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError as err:
-        raise InputError(f"the message contains a character that is not valid Unicode "
-                         f"(at offset {err.start}); nothing was saved",
-                         hint="check how the text was decoded") from err
-    if size > max_bytes:
-        raise MessageTooLarge(size, max_bytes)
-    return text
 
 
 def turn_reply(history: list[Item], message: Item) -> Item | None:
@@ -68,17 +40,26 @@ def turn_reply(history: list[Item], message: Item) -> Item | None:
     return reply
 
 
+def retried(store: Store, text: str, *, conversation_id: str | None, branch: str,
+            client_msg_id: str | None) -> Ingested | None:
+    """The first send of this message, if its client message id was seen before (a retry);
+    ClientMessageConflict if the id was used for something else."""
+    if client_msg_id is None:
+        return None
+    if not client_msg_id.strip() or len(client_msg_id) > 200:
+        raise InputError(f"invalid client message id {client_msg_id!r}: use 1-200 "
+                         "characters, e.g. a UUID")
+    return _seen(store, text, conversation_id, branch, client_msg_id)
+
+
 def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes: int,
            conversation_id: str | None = None, branch: str = "main",
            client_msg_id: str | None = None, system: str | None = None) -> Ingested:
     text = validate_text(text, max_bytes=max_bytes)
-    if client_msg_id is not None:
-        if not client_msg_id.strip() or len(client_msg_id) > 200:
-            raise InputError(f"invalid client message id {client_msg_id!r}: use 1-200 "
-                             "characters, e.g. a UUID")
-        seen = _seen(store, text, conversation_id, branch, client_msg_id)
-        if seen is not None:
-            return seen
+    seen = retried(store, text, conversation_id=conversation_id, branch=branch,
+                   client_msg_id=client_msg_id)
+    if seen is not None:
+        return seen
     if conversation_id is None:
         conversation_id = new_id("c_")
         result = store.commit(Commit(

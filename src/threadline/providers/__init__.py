@@ -1,0 +1,24 @@
+"""Context providers: what a turn is shown besides its conversation.
+
+Each module is one provider (the protocol is ``turn/providers.py``):
+
+    clock.py          TimeProvider          the time the turn started, shown in its tail
+    working_state.py  WorkingStateProvider  the task's goal, plan, decisions, facts, questions
+    retrieval.py      RetrievalProvider     passages a corpus has for the message's standalone
+                                            query, and answers given before to the same question
+    memory.py         MemoryProvider        what is remembered about the user that bears on it
+    reminder.py       ReminderProvider      a fixed note kept in view every turn (a persona)
+    query.py          the message as a standalone query, rewritten once per turn and shared
+
+A new context source goes here: subclass ``turn.providers.Provider`` and register it with
+``Engine(providers=[...])``; the engine needs no change.
+"""
+
+from threadline.providers.clock import TimeProvider
+from threadline.providers.memory import MemoryProvider
+from threadline.providers.reminder import ReminderProvider
+from threadline.providers.retrieval import CorpusSearch, RetrievalProvider
+from threadline.providers.working_state import WorkingStateProvider
+
+__all__ = ["CorpusSearch", "MemoryProvider", "ReminderProvider", "RetrievalProvider",
+           "TimeProvider", "WorkingStateProvider"]

@@ -1,0 +1,79 @@
+"""The engine with threadline's own parts plugged in: what the CLI and the server run.
+
+``Engine`` itself knows no feature; this is where they are chosen. In tail order:
+
+    time           TimeProvider          with ``time_in_context``
+    working state  WorkingStateProvider  always
+    retrieval      RetrievalProvider     with ``corpora`` (also a hook: keeps answers to reuse)
+    memory         MemoryProvider        when the store keeps memory and ``recall`` is on
+    reminders      ReminderProvider      one per text in ``reminders``
+
+plus the ``MemoryQueue`` hook when the store keeps memory, then ``hooks``, and compaction
+(``compaction.Compaction``: automatic under ``policy``, manual always).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from threadline.compaction.auto import Compaction
+from threadline.compaction.plan import Policy
+from threadline.engine import Engine
+from threadline.hooks.memory_queue import MemoryQueue
+from threadline.items import utc_now
+from threadline.memory.recall import MemoryRecall
+from threadline.memory.store import MemoryStore
+from threadline.models.base import ModelBackend
+from threadline.providers import (
+    MemoryProvider,
+    ReminderProvider,
+    RetrievalProvider,
+    TimeProvider,
+    WorkingStateProvider,
+)
+from threadline.request import ToolSpec
+from threadline.retrieval.corpus import Corpus
+from threadline.rewrite import DEFAULT_DEADLINE_S
+from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
+from threadline.stores.base import Store
+from threadline.stores.relational import RelationalStore
+from threadline.turn.hooks import TurnHook
+from threadline.turn.lease import DEFAULT_LEASE, LeasePolicy
+from threadline.turn.providers import ContextProvider
+from threadline.turn.tools import Tool, ToolLimits
+
+
+def standard_engine(store: Store, model: ModelBackend, *, system: str | None = None,
+                    tools: Sequence[Tool | ToolSpec] = (), tool_limits: ToolLimits | None = None,
+                    corpora: Corpus | None = None, recall: MemoryRecall | bool = True,
+                    time_in_context: bool = False, reminders: Sequence[str] = (),
+                    policy: Policy | None = None, model_extraction: bool = False,
+                    providers: Sequence[ContextProvider] = (), hooks: Sequence[TurnHook] = (),
+                    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                    lease: LeasePolicy = DEFAULT_LEASE, count: Callable[[str], int] | None = None,
+                    rewrite_deadline_s: float = DEFAULT_DEADLINE_S,
+                    clock: Callable[[], datetime] = utc_now) -> Engine:
+    """An engine over ``store`` and ``model`` with the standard providers and hooks, then
+    ``providers`` and ``hooks`` of the caller's. ``recall`` may be a configured
+    :class:`MemoryRecall`; False turns recall off (turns sent with a user are still queued for
+    the memory writer). The other arguments are :class:`Engine`'s."""
+    parts: list[ContextProvider] = [TimeProvider()] if time_in_context else []
+    parts.append(WorkingStateProvider())
+    after: list[TurnHook] = []
+    if corpora is not None:
+        retrieval = RetrievalProvider(corpora, deadline_s=rewrite_deadline_s)
+        parts.append(retrieval)
+        after.append(retrieval)
+    if isinstance(store, RelationalStore):  # MERGE: store.memory is not None
+        if recall is not False:
+            found = recall if isinstance(recall, MemoryRecall) else \
+                MemoryRecall(MemoryStore(store, clock=clock))
+            parts.append(MemoryProvider(found, deadline_s=rewrite_deadline_s))
+        after.append(MemoryQueue(store))
+    parts += [ReminderProvider(text, name="reminder" if len(reminders) == 1 else
+                               f"reminder {n}") for n, text in enumerate(reminders, 1)]
+    return Engine(store, model, system=system, tools=tools, tool_limits=tool_limits,
+                  providers=[*parts, *providers], hooks=[*after, *hooks],
+                  compactor=Compaction(policy, model_extraction=model_extraction),
+                  max_message_bytes=max_message_bytes, lease=lease, count=count, clock=clock)
