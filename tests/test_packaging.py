@@ -115,7 +115,7 @@ def test_the_installed_metadata_carries_the_package_version(installed: Path) -> 
 
 
 def _source_version() -> str:
-    match = re.search(r'^__version__ = "([^"]+)"$', (PACKAGE / "__init__.py").read_text("utf-8"),
+    match = re.search(r'^__version__ = "([^"]+)"$', (PACKAGE / "version.py").read_text("utf-8"),
                       re.MULTILINE)
     assert match
     return match[1]

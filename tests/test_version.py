@@ -1,5 +1,6 @@
-"""The version is written once, as ``threadline.__version__``; the package metadata, the CLI and
-the server read it from there (the wheel's own metadata is checked in test_packaging.py)."""
+"""The version is written once, in ``threadline/version.py`` (``threadline.__version__``);
+the package metadata, the CLI and the server read it from there (the wheel's own metadata is
+checked in test_packaging.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def test_pyproject_reads_the_version_from_the_package() -> None:
     assert "version" not in project["project"]
     assert "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {
-        "attr": "threadline.__version__"}
+        "attr": "threadline.version.__version__"}
 
 
 def test_metadata_the_package_and_the_cli_agree() -> None:
@@ -37,4 +38,4 @@ def test_the_version_is_written_in_one_place() -> None:
     written = [path.relative_to(ROOT).as_posix()
                for path in sorted((ROOT / "src").rglob("*.py"))
                if threadline.__version__ in path.read_text("utf-8")]
-    assert written == ["src/threadline/__init__.py"]
+    assert written == ["src/threadline/version.py"]

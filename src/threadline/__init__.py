@@ -26,8 +26,7 @@ from threadline.turn.input import TurnInput
 from threadline.turn.providers import ContextProvider, Gathering, Provider
 from threadline.turn.result import TurnResult
 from threadline.turn.tools import Tool, ToolContext, ToolLimits
-
-__version__ = "0.1.0"
+from threadline.version import __version__
 
 __all__ = [
     "Branch",

@@ -98,7 +98,7 @@ def test_a_cleared_tool_result_is_recalled_verbatim(store: SQLiteStore) -> None:
     done = Compaction().compact(engine, cid, strategy="clear_tool_results")
     assert done.plan is not None and len(done.plan.cleared) == 2  # the newest 3 stay
     shown = [m.content for m in engine.request_for(cid).messages if m.role == "tool"]
-    assert shown[2:] == outputs[2:] and all("recall(" in s for s in shown[:2])
+    assert shown[2:] == outputs[2:] and all("fetch_item(" in s for s in shown[:2])
     assert engine.item(cid, done.plan.cleared[0]).content["output"] == outputs[0]
 
 
@@ -180,12 +180,12 @@ def test_a_detected_change_of_task_compacts_the_finished_one(store: SQLiteStore)
     assert "INV-003" in request.messages[0].content  # the old task, summarised
 
 
-def test_the_recall_tool_returns_an_item_or_an_error_the_model_can_use(
+def test_the_fetch_item_tool_returns_an_item_or_an_error_the_model_can_use(
         store: SQLiteStore) -> None:
-    from threadline.compaction.clear_tools import RECALL_TOOL, recall_tool
+    from threadline.compaction.clear_tools import FETCH_ITEM_TOOL, fetch_item
     engine = Engine(store, ScriptedModel())
     cid = engine.run_turn("Remember the code word: AZURE-17.").conversation_id
-    assert recall_tool(store, cid, {"item": 1}) == "Remember the code word: AZURE-17."
-    assert recall_tool(store, cid, {"item": 99}).startswith("error: there is no item 99")
-    assert recall_tool(store, cid, {"item": "1"}).startswith("error: recall needs")
-    assert RECALL_TOOL.to_openai()["function"]["parameters"]["required"] == ["item"]
+    assert fetch_item(store, cid, {"item": 1}) == "Remember the code word: AZURE-17."
+    assert fetch_item(store, cid, {"item": 99}).startswith("error: there is no item 99")
+    assert fetch_item(store, cid, {"item": "1"}).startswith("error: fetch_item needs")
+    assert FETCH_ITEM_TOOL.to_openai()["function"]["parameters"]["required"] == ["item"]

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import click
 
-from threadline import __version__
 from threadline.cli._common import Context
 from threadline.cli.cache import cache
 from threadline.cli.calls import calls
@@ -27,6 +26,7 @@ from threadline.cli.rewrite import rewrite
 from threadline.cli.serve import serve
 from threadline.errors import ThreadlineError
 from threadline.settings import Settings
+from threadline.version import __version__
 
 
 class _Group(click.Group):

@@ -1,6 +1,6 @@
 """Compaction: the lightest reset that works, done rarely, in big steps, priced first.
 
-    clear_tools.py   stale tool results become placeholders (recallable by item id)
+    clear_tools.py   stale tool results become placeholders (fetched back by item id)
     window.py        drop the oldest whole turns, down to a low-water mark, in one step
     summarize.py     a recall-first summary of what leaves the view, at a task boundary
     constraints.py   standing instructions, found before any compaction and pinned verbatim

@@ -2,8 +2,9 @@
 
 Tool output is long and mostly spent once the model has reasoned about it; the calls and the
 reasoning are short and stay. Results older than the newest ``keep`` call/result pairs become a
-placeholder naming their item, so ``recall`` (``Engine.recall``, or the model through
-``RECALL_TOOL``) brings any of them back verbatim; excluded tools' results are never cleared.
+placeholder naming their item, so ``fetch_item`` (``Engine.item``, or the model through
+``FETCH_ITEM_TOOL``) brings any of them back verbatim; excluded tools' results are never
+cleared.
 """
 
 from __future__ import annotations
@@ -28,20 +29,20 @@ def clearable(view: ContextView, *, keep: int, exclude: Collection[str] = ()) ->
             and names.get(i.content["call_id"]) not in exclude]
 
 
-RECALL_TOOL = ToolSpec(
-    name="recall",
+FETCH_ITEM_TOOL = ToolSpec(
+    name="fetch_item",
     description="Read a log item verbatim by its number, e.g. a tool result that was cleared "
                 "from the context to save space (its placeholder names the number).",
     parameters={"type": "object", "additionalProperties": False, "required": ["item"],
                 "properties": {"item": {"type": "integer", "minimum": 1}}})
 
 
-def recall_tool(store: Store, conversation_id: str, arguments: Mapping[str, Any]) -> str:
-    """The ``recall`` tool's result: the item's text verbatim, or an error the model can act
+def fetch_item(store: Store, conversation_id: str, arguments: Mapping[str, Any]) -> str:
+    """The ``fetch_item`` tool's result: the item's text verbatim, or an error the model can act
     on (an unknown number, a malformed argument)."""
     seq = arguments.get("item")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-        return 'error: recall needs {"item": N}, the item number a placeholder names'
+        return 'error: fetch_item needs {"item": N}, the item number a placeholder names'
     try:
         item = store.item(conversation_id, seq)
     except UnknownItem:

@@ -51,7 +51,7 @@ def _summary(items: Sequence[Item], previous: str | None, detail: int) -> str:
         lines += ["Earlier:", previous.strip(), ""]
     if items:
         lines.append(f"Turns {items[0].turn}-{items[-1].turn} (log items "
-                     f"#{items[0].seq}-#{items[-1].seq}; recall(seq) returns any verbatim):")
+                     f"#{items[0].seq}-#{items[-1].seq}; fetch_item(seq) returns any verbatim):")
     for item in items:
         if item.kind is ItemKind.USER:
             text = item.content["text"].strip()

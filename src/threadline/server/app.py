@@ -18,7 +18,6 @@ from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
-from threadline import __version__
 from threadline.engine import Engine, TurnResult
 from threadline.errors import (
     ConflictError,
@@ -41,6 +40,7 @@ from threadline.server.streams import (
 )
 from threadline.stores.base import MAIN, Commit, NewConversation
 from threadline.turn.fork import fork as fork_branch
+from threadline.version import __version__
 
 _STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409), (ModelError, 502),
            (StoreError, 503)]

@@ -123,7 +123,7 @@ def placeholder(item: Item) -> str:
     """What a cleared tool result shows instead of its output."""
     size = len(item.content["output"])
     return (f"[tool result cleared from the context ({size} characters); it is kept as item "
-            f"#{item.seq}: recall({item.seq}) returns it verbatim]")
+            f"#{item.seq}: fetch_item({item.seq}) returns it verbatim]")
 
 
 def _message(item: Item) -> Message:
