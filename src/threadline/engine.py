@@ -38,10 +38,10 @@ from threadline.turn.fork import fork
 from threadline.turn.hooks import TurnEvent, TurnHook, run_hooks
 from threadline.turn.ingest import ingest, retried
 from threadline.turn.input import TurnInput, turn_input
-from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold
+from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold, watched
 from threadline.turn.providers import ContextProvider, Gathering, found_for
 from threadline.turn.respond import respond, run_pending
-from threadline.turn.result import TurnResult
+from threadline.turn.result import TurnResult, finished
 from threadline.turn.tools import Tool, Toolbox, ToolLimits, open_turn
 
 __all__ = ["Engine", "TurnResult"]
@@ -92,7 +92,7 @@ class Engine:
             return self._turn(turn, turn.text, on_text, None)
         self.store.head(turn.conversation_id, turn.branch)  # unknown ids fail before any wait
         with self._hold(turn) as holding:
-            return self._turn(turn, turn.text, _checked(on_text, holding), holding)
+            return self._turn(turn, turn.text, watched(on_text, holding), holding)
 
     def answer(self, turn: TurnInput | str, branch: str = MAIN, *,
                on_text: OnText | None = None) -> TurnResult:
@@ -114,9 +114,9 @@ class Engine:
                 raise InputError(f"branch {turn.branch!r} of {cid} does not end with an "
                                  "unanswered user message; there is nothing to answer",
                                  hint="send a new message instead")
-            found = self._gathering(turn, message.text, lambda: _before(history, message))
+            found = Gathering(turn, message.text, self, lambda: _before(history, message))
             return self._complete(found, message, history[-1], self._gather(found, message),
-                                  _checked(on_text, holding), holding)
+                                  watched(on_text, holding), holding)
 
     def edit(self, conversation_id: str, seq: int, turn: TurnInput | str, *,
              on_text: OnText | None = None) -> TurnResult:
@@ -209,31 +209,28 @@ class Engine:
         seen = retried(self.store, text, conversation_id=cid, branch=branch,
                        client_msg_id=turn.client_msg_id)
         if seen is not None and seen.reply is not None:
-            return self._finished(seen.message, seen.reply)
-        if seen is not None:
-            first = seen.message
-            found = self._gathering(turn, text, lambda: _before(self.store.history(
-                first.conversation_id, first.branch), first))
-        else:
-            found = self._gathering(turn, text, lambda: [] if cid is None else
-                                    self.store.history(cid, branch))
-        gathered = self._gather(found, None if seen is None else seen.message)
+            return finished(self.store, seen.message, seen.reply)
+        first = None if seen is None else seen.message
+
+        def before() -> Sequence[Item]:  # the branch before the message, read if needed
+            if first is not None:
+                return _before(self.store.history(first.conversation_id, first.branch), first)
+            return [] if cid is None else self.store.history(cid, branch)
+
+        found = Gathering(turn, text, self, before)
+        gathered = self._gather(found, first)
         ingested = seen or ingest(self.store, text, clock=self.clock,
                                   max_bytes=self.max_message_bytes, conversation_id=cid,
                                   branch=branch, client_msg_id=turn.client_msg_id,
                                   system=self.system)
         if ingested.reply is not None:  # a concurrent retry of the same send finished it
-            return self._finished(ingested.message, ingested.reply)
+            return finished(self.store, ingested.message, ingested.reply)
         found.turn = turn.at(ingested.conversation_id, ingested.branch)
         head = ingested.message
         if not ingested.created:
             head = self.store.head(ingested.conversation_id, ingested.branch) or head
         return self._complete(found, ingested.message, head, gathered, on_text, holding,
                               retry=not ingested.created)
-
-    def _gathering(self, turn: TurnInput, text: str,
-                   history: Callable[[], Sequence[Item]]) -> Gathering:
-        return Gathering(turn, text, self, history)
 
     def _gather(self, found: Gathering, message: Item | None) -> list[tuple[ContextProvider,
                                                                              NewItem]]:
@@ -294,29 +291,8 @@ class Engine:
             return TurnResult(message.conversation_id, found.turn.branch, message, reply, call)
         return None
 
-    def _finished(self, message: Item, reply: Item) -> TurnResult:
-        if "cached" in reply.content:  # served by a provider: its call is elsewhere
-            return TurnResult(message.conversation_id, reply.branch, message, reply,
-                              self.store.call(reply.content["cached"]["call_id"]),
-                              deduplicated=True)
-        call = next((c for c in self.store.calls(message.conversation_id)
-                     if c.reply_seq == reply.seq), None)
-        if call is None:  # an imported reply was never produced by a call
-            raise InputError(f"message {message.seq} was answered without a recorded call")
-        return TurnResult(message.conversation_id, reply.branch, message, reply,
-                          self.store.call(call.id), deduplicated=True)
-
 
 def _before(history: Sequence[Item], message: Item) -> Sequence[Item]:
     """The items of ``history`` before ``message`` (found from the end: it is near it)."""
     return history[:next(i for i in range(len(history) - 1, -1, -1)
                          if history[i].seq == message.seq)]
-
-
-def _checked(on_text: OnText | None, holding: Holding) -> OnText:
-    """``on_text`` that also keeps the lease and stops when a newer message cancels."""
-    def each(piece: str) -> None:
-        holding.check()
-        if on_text is not None:
-            on_text(piece)
-    return each

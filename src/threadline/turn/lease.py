@@ -119,3 +119,12 @@ def hold(store: Store, conversation_id: str, policy: LeasePolicy, *,
     finally:
         holding.end()
         store.release_lease(conversation_id, holder)
+
+
+def watched(on_text: Callable[[str], None] | None, holding: Holding) -> Callable[[str], None]:
+    """``on_text`` that also keeps the lease and stops when a newer message cancels."""
+    def each(piece: str) -> None:
+        holding.check()
+        if on_text is not None:
+            on_text(piece)
+    return each

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadline.calls import ModelCall
+from threadline.errors import InputError
 from threadline.items import Item
+from threadline.stores.base import Store
 
 
 @dataclass(frozen=True)
@@ -35,3 +37,16 @@ class TurnResult:
                             "is_error": r.content.get("is_error", False), "result_seq": r.seq}
                            for r in self.tool_results],
         }
+
+
+def finished(store: Store, message: Item, reply: Item) -> TurnResult:
+    """The result a retried send gets for a turn that completed the first time."""
+    if "cached" in reply.content:  # served by a provider: its call is elsewhere
+        return TurnResult(message.conversation_id, reply.branch, message, reply,
+                          store.call(reply.content["cached"]["call_id"]), deduplicated=True)
+    call = next((c for c in store.calls(message.conversation_id)
+                 if c.reply_seq == reply.seq), None)
+    if call is None:  # an imported reply was never produced by a call
+        raise InputError(f"message {message.seq} was answered without a recorded call")
+    return TurnResult(message.conversation_id, reply.branch, message, reply,
+                      store.call(call.id), deduplicated=True)
