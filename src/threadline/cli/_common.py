@@ -18,7 +18,6 @@ from threadline.models import ModelBackend, create_model
 from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
 from threadline.stores import Store, open_store
-from threadline.stores.relational import RelationalStore
 
 
 @dataclass
@@ -36,7 +35,7 @@ class Context:
     def corpora(self) -> Corpus:
         """The corpora kept beside the log, in the same database."""
         store = self.store()
-        if not isinstance(store, RelationalStore):
+        if store.corpora is None:
             raise InputError(f"{type(store).__name__} keeps no corpora")
         if self._corpora is None:
             self._corpora = Corpus(store)
@@ -45,7 +44,7 @@ class Context:
     def memory(self) -> MemoryStore:
         """What is remembered about users, kept beside the log."""
         store = self.store()
-        if not isinstance(store, RelationalStore):
+        if store.memory is None:
             raise InputError(f"{type(store).__name__} keeps no memory")
         return MemoryStore(store)
 
@@ -64,7 +63,7 @@ class Context:
     def engine(self, model: ModelBackend, *, system: str | None = None) -> Engine:
         """An engine over this store, compacting on its own where the model has a window."""
         settings, store = self.settings, self.store()
-        memory = self.recall() if isinstance(store, RelationalStore) else None
+        memory = self.recall() if store.memory is not None else None
         return Engine(store, model, system=system or settings.system_prompt,
                       max_message_bytes=settings.max_message_bytes,
                       time_in_context=settings.time_in_context, policy=policy_for(model),
