@@ -7,8 +7,9 @@ head has moved, nothing is written and :class:`~threadline.errors.TurnSuperseded
 
 Beside the log, a store may keep long-term memory (``memory``: a
 :class:`~threadline.stores.memory.MemoryBackend`) and retrieval corpora (``corpora``: a
-:class:`~threadline.stores.corpus.CorpusBackend`) in the same database; one that keeps either
-not says so with None, and what needs it refuses with an InputError.
+:class:`~threadline.stores.corpus.CorpusBackend`) in the same database. A store that keeps
+no memory or no corpora says so with None there, and what needs them refuses it with an
+InputError.
 
 ``stores/conformance.py`` states this behaviour as tests any backend can run (with
 ``memory_conformance.py`` and ``corpus_conformance.py`` for what it keeps beside the log).
