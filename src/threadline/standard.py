@@ -37,7 +37,6 @@ from threadline.retrieval.corpus import Corpus
 from threadline.rewrite import DEFAULT_DEADLINE_S
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import Store
-from threadline.stores.relational import RelationalStore
 from threadline.turn.hooks import TurnHook
 from threadline.turn.lease import DEFAULT_LEASE, LeasePolicy
 from threadline.turn.providers import ContextProvider
@@ -65,7 +64,7 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
         retrieval = RetrievalProvider(corpora, deadline_s=rewrite_deadline_s)
         parts.append(retrieval)
         after.append(retrieval)
-    if isinstance(store, RelationalStore):  # MERGE: store.memory is not None
+    if store.memory is not None:
         if recall is not False:
             found = recall if isinstance(recall, MemoryRecall) else \
                 MemoryRecall(MemoryStore(store, clock=clock))

@@ -55,10 +55,10 @@ def test_vectors_are_kept_beside_entries_and_go_with_them(
     assert vectors.embed_missing("ann") == 0
     memory.add("ann", NewMemory("I go running by the river every morning"))
     assert vectors.embed_missing("ann") == 1 and vectors.embed_missing("ann") == 0
-    with log.session() as db:
+    with log._session() as db:
         assert db.one("SELECT count(*) FROM memory_vectors WHERE user_id = ?",
                       ("ann",))[0] == 2
     log.delete_conversation(first.conversation_id)  # what it taught goes, vector and all
     memory.forget("ann")
-    with log.session() as db:
+    with log._session() as db:
         assert db.one("SELECT count(*) FROM memory_vectors")[0] == 0

@@ -101,7 +101,7 @@ def test_deleted_and_forgotten_entries_leave_nothing_to_find(memory: MemoryStore
     memory.forget("ann")
     assert _texts(recall, "ann", "Oslo") == []
     if isinstance(log, SQLiteStore):  # the index holds no tokens of what was deleted
-        with log.session() as db:
+        with log._session() as db:
             assert db.one("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH 'oslo'")[0] \
                 == 0
 

@@ -102,7 +102,7 @@ def test_a_policy_may_keep_what_tools_return_but_only_untrusted(tmp_path: Path) 
     assert len(turn.tool_results) == 1  # queued beside the message: the policy decides
     assert MemoryWriter(store, memory).run() == 2
     assert [e.text for e in memory.entries("ann")] == ["I live in Oslo"]
-    with store.session(write=True) as db:  # learn the same items again, under another policy
+    with store._session(write=True) as db:  # learn the same items again, under another policy
         db.run("DELETE FROM memory_entries")
         db.run("UPDATE memory_jobs SET status = 'pending', attempts = 0")
     MemoryWriter(store, memory, policy=WritePolicy(tool_returned=True)).run()
@@ -214,7 +214,7 @@ def test_expired_entries_are_deleted_by_the_writers_retention_pass(tmp_path: Pat
     now[0] = datetime(2026, 5, 11, tzinfo=UTC)
     writer.run()
     assert memory.entries("ann", history=True) == []
-    with store.session() as db:
+    with store._session() as db:
         assert db.one("SELECT count(*) FROM memory_entries")[0] == 0
 
 

@@ -1,9 +1,11 @@
 import pytest
 
 from threadline.stores.conformance import MakeStore, StoreConformance
+from threadline.stores.corpus_conformance import CorpusConformance
+from threadline.stores.memory_conformance import MemoryConformance
 
 
-class TestPostgresStore(StoreConformance):
+class TestPostgresStore(StoreConformance, MemoryConformance, CorpusConformance):
     @pytest.fixture
     def make_store(self, postgres_url: str) -> MakeStore:
         from threadline.stores.postgres import PostgresStore

@@ -19,7 +19,6 @@ from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
 from threadline.standard import standard_engine
 from threadline.stores import Store, open_store
-from threadline.stores.relational import RelationalStore
 
 
 @dataclass
@@ -37,7 +36,7 @@ class Context:
     def corpora(self) -> Corpus:
         """The corpora kept beside the log, in the same database."""
         store = self.store()
-        if not isinstance(store, RelationalStore):
+        if store.corpora is None:
             raise InputError(f"{type(store).__name__} keeps no corpora")
         if self._corpora is None:
             self._corpora = Corpus(store)
@@ -46,7 +45,7 @@ class Context:
     def memory(self) -> MemoryStore:
         """What is remembered about users, kept beside the log."""
         store = self.store()
-        if not isinstance(store, RelationalStore):
+        if store.memory is None:
             raise InputError(f"{type(store).__name__} keeps no memory")
         return MemoryStore(store)
 

@@ -22,7 +22,6 @@ from threadline.memory.transfer import (
 )
 from threadline.memory.writer import MemoryWriter
 from threadline.models import MODELS
-from threadline.stores.relational import RelationalStore
 
 _USER = click.option("--user", "user_id", required=True, metavar="U", help="Whose memory.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -234,8 +233,7 @@ def forget(ctx: Context, user_id: str, yes: bool) -> None:
 def learn(ctx: Context, limit: int, model_name: str | None, as_json: bool) -> None:
     """Run the memory writer over the queued messages (turns sent with --user), then the
     retention purge."""
-    store = ctx.store()
-    assert isinstance(store, RelationalStore)
+    store = ctx.store()  # MemoryWriter refuses one that keeps no memory (store.memory None)
     model = ctx.model(model_name) if model_name else None
     writer = MemoryWriter(store, ctx.memory(), model=model, vectors=ctx.vectors())
     done = writer.run(limit)
@@ -276,7 +274,6 @@ def recall(ctx: Context, text: str, user_id: str, k: int, threshold: float | Non
 def jobs(ctx: Context, status: str | None, as_json: bool) -> None:
     """The writer's queue, with what its gate decided for each message."""
     store = ctx.store()
-    assert isinstance(store, RelationalStore)
     found = MemoryWriter(store, ctx.memory()).jobs(status)
     if as_json:
         emit_json(found)

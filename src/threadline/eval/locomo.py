@@ -379,10 +379,9 @@ def _raw_ms(recall: MemoryRecall, subject: str, question: str) -> float:
     terms = query_terms(question, [subject])
     if not terms:
         return 0.0
-    sql, params = recall.statement(subject, terms)
+    memory, at = recall.memory, recall.memory.clock()
     started = time.perf_counter()
-    with recall.memory.store.session() as db:
-        db.all(sql, params)
+    memory.backend.search(subject, terms, at=at, limit=recall.candidates)
     return (time.perf_counter() - started) * 1000
 
 

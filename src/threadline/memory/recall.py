@@ -12,7 +12,7 @@ shows a small k of them, in its tail, each with its provenance: "the user said o
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -20,18 +20,8 @@ from typing import Any
 
 from threadline.items import format_time
 from threadline.memory.dense import MemoryVectors
-from threadline.memory.store import (
-    COLUMNS,
-    CURRENT,
-    MemoryEntry,
-    MemoryStore,
-    Source,
-    entry_from_row,
-    user_id_checked,
-)
-from threadline.retrieval.corpus import fts5_query, tsquery
+from threadline.memory.store import MemoryEntry, MemoryStore, Source, user_id_checked
 from threadline.rewrite.anchors import STOPWORDS
-from threadline.stores.sqlite import SQLiteStore
 
 K = 5               # memories shown per turn
 THRESHOLD = 0.5     # the share of the query's words an entry must cover to be recalled
@@ -39,18 +29,7 @@ DENSE_THRESHOLD = 0.4  # with embeddings: the mean of that share and the similar
 UNTRUSTED_WEIGHT = 0.5
 CANDIDATES = 50     # the full-text ranking's depth before scoring
 
-_ID, _TEXT, _TRUSTED = COLUMNS.index("id"), COLUMNS.index("text"), COLUMNS.index("trusted")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-_SQLITE_SEARCH = (
-    f"SELECT {', '.join('m.' + c for c in COLUMNS)} FROM memory_fts f "
-    "JOIN memory_entries m ON m.rowid = f.rowid "
-    f"WHERE memory_fts MATCH ? AND m.user_id = ? AND {CURRENT} "
-    "ORDER BY bm25(memory_fts), m.recorded_at DESC, m.id LIMIT ?")
-_POSTGRES_SEARCH = (
-    f"SELECT {', '.join('m.' + c for c in COLUMNS)} FROM memory_entries m, "
-    "to_tsquery('english', ?) AS q "
-    f"WHERE m.search @@ q AND m.user_id = ? AND {CURRENT} "
-    "ORDER BY ts_rank_cd(m.search, q) DESC, m.recorded_at DESC, m.id LIMIT ?")
 
 _SAID = {Source.USER_STATED: "said", Source.USER_CONFIRMED: "confirmed",
          Source.MODEL_INFERRED: "was inferred (unconfirmed)",
@@ -111,9 +90,6 @@ class MemoryRecall:
         self.threshold = threshold if threshold is not None else \
             DENSE_THRESHOLD if dense is not None else THRESHOLD
         self.untrusted_weight, self.candidates = untrusted_weight, candidates
-        sqlite = isinstance(memory.store, SQLiteStore)
-        self._search = _SQLITE_SEARCH if sqlite else _POSTGRES_SEARCH
-        self._match = fts5_query if sqlite else tsquery
 
     def recall(self, user_id: str, query: str, *, at: datetime | None = None,
                ignore: Iterable[str] = (), k: int | None = None) -> Recall:
@@ -122,52 +98,31 @@ class MemoryRecall:
         about them anyway)."""
         terms = query_terms(query, ignore)
         wanted = {_stem(t) for t in terms}
-        rows = self._rows(user_id, terms, at)
+        backend = self.memory.backend
+        # the full-text candidates: the user's entries current at the moment asked (both in
+        # the same statement as the match), in the index's order
+        hits = backend.search(user_id_checked(user_id), terms, at=at or self.memory.clock(),
+                              limit=self.candidates) if terms else []
         similar: dict[str, float] = {}
         if self.dense is not None:
             similar = self.dense.similarities(user_id, query, at=at)
-            known = {row[_ID] for row in rows}
+            known = {hit.id for hit in hits}
             nearest = sorted(similar, key=lambda i: -similar[i])[: self.candidates]
-            rows += self._by_id(user_id, [i for i in nearest if i not in known])
+            hits += backend.hits(user_id_checked(user_id),
+                                 [i for i in nearest if i not in known])
         scored = []
-        for row in rows:  # scored on the raw row: decode only what is kept
-            words = {_stem(w) for w in _words(row[_TEXT])}
+        for hit in hits:  # scored on the light hit: decode only what is kept
+            words = {_stem(w) for w in _words(hit.text)}
             score = len(wanted & words) / len(wanted) if wanted else 0.0
             if self.dense is not None:
-                score = (score + max(0.0, similar.get(row[_ID], 0.0))) / 2
-            score *= 1.0 if row[_TRUSTED] else self.untrusted_weight
+                score = (score + max(0.0, similar.get(hit.id, 0.0))) / 2
+            score *= 1.0 if hit.trusted else self.untrusted_weight
             if score >= self.threshold:
-                scored.append((score, row))
+                scored.append((score, hit))
         scored.sort(key=lambda pair: -pair[0])  # stable: the index's order breaks ties
-        return Recall(query, terms, tuple(Recalled(entry_from_row(row), score) for score, row
+        return Recall(query, terms, tuple(Recalled(hit.entry(), score) for score, hit
                                           in scored[: self.k if k is None else k]),
                       self.threshold)
-
-    def _by_id(self, user_id: str, ids: Sequence[str]) -> list[Sequence[Any]]:
-        if not ids:
-            return []
-        with self.memory.store.session() as db:
-            found = {row[_ID]: row for row in db.all(
-                f"SELECT {', '.join(COLUMNS)} FROM memory_entries WHERE user_id = ? AND id IN "
-                f"({', '.join('?' * len(ids))})", (user_id_checked(user_id), *ids))}
-        return [found[i] for i in ids if i in found]
-
-    def _rows(self, user_id: str, terms: Sequence[str],
-              at: datetime | None) -> list[Sequence[Any]]:
-        """The full-text candidates: current entries of the user matching any term, in the
-        index's order."""
-        if not terms:
-            return []
-        with self.memory.store.session() as db:
-            return db.all(*self.statement(user_id, terms, at=at))
-
-    def statement(self, user_id: str, terms: Sequence[str], *,
-                  at: datetime | None = None) -> tuple[str, tuple[Any, ...]]:
-        """The search's SQL and parameters: the user, and the moment entries must be
-        current at, are in the same statement as the match."""
-        moment = format_time(at or self.memory.clock())
-        return self._search, (self._match([[t] for t in terms]), user_id_checked(user_id),
-                              moment, moment, self.candidates)
 
 
 def query_terms(query: str, ignore: Iterable[str] = ()) -> tuple[str, ...]:

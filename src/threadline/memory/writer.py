@@ -21,7 +21,6 @@ Each run ends with the retention purge: expired entries are deleted, not hidden.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,20 +44,19 @@ from threadline.memory.store import (
     MemoryStore,
     NewMemory,
     Source,
+    memory_of,
 )
 from threadline.models.base import ModelBackend
-from threadline.stores.relational import RelationalStore, Session
+from threadline.stores.base import Store
+from threadline.stores.memory import JobClaim
 
 MAX_ATTEMPTS = 3
 CLAIM_S = 60.0
 
 
-def enqueue(store: RelationalStore, item: Item, user_id: str) -> None:
+def enqueue(store: Store, item: Item, user_id: str) -> None:
     """Ask the writer to learn from ``item`` for ``user_id`` (again: a no-op)."""
-    with store.session(write=True) as db:
-        db.run("INSERT INTO memory_jobs (conversation_id, seq, user_id) VALUES (?, ?, ?) "
-               "ON CONFLICT (conversation_id, seq) DO NOTHING",
-               (item.conversation_id, item.seq, user_id))
+    memory_of(store).enqueue(item.conversation_id, item.seq, user_id)
 
 
 @dataclass(frozen=True)
@@ -77,14 +75,15 @@ class WritePolicy:
 
 class MemoryWriter:
     """Learns from queued items under ``policy``; with ``model``, the model extractor runs
-    beside the rules."""
+    beside the rules. The queue is ``store``'s memory (InputError if it keeps none)."""
 
-    def __init__(self, store: RelationalStore, memory: MemoryStore, *,
+    def __init__(self, store: Store, memory: MemoryStore, *,
                  model: ModelBackend | None = None, policy: WritePolicy = WritePolicy(),
                  vectors: MemoryVectors | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.memory, self.model, self.clock = store, memory, model, clock
         self.policy, self.vectors = policy, vectors
+        self._queue = memory_of(store)
 
     def run(self, limit: int = 100) -> int:
         """Process up to ``limit`` pending jobs, embed what they added (with ``vectors``), then
@@ -97,12 +96,8 @@ class MemoryWriter:
                 learned.add(user_id)
                 done += 1
             except Exception as err:  # noqa: BLE001 - recorded on the job, retried later
-                with self.store.session(write=True) as db:
-                    db.run("UPDATE memory_jobs SET error = ?, claimed_until = NULL, status = "
-                           "CASE WHEN attempts >= ? THEN 'failed' ELSE 'pending' END "
-                           "WHERE conversation_id = ? AND seq = ?",
-                           (f"{type(err).__name__}: {err}", MAX_ATTEMPTS, conversation_id,
-                            seq))
+                self._queue.fail(conversation_id, seq, f"{type(err).__name__}: {err}",
+                                 MAX_ATTEMPTS)
         if self.vectors is not None:
             for user_id in sorted(learned):  # in a batch per user: the model is faster so
                 self.vectors.embed_missing(user_id)
@@ -110,14 +105,7 @@ class MemoryWriter:
         return done
 
     def jobs(self, status: str | None = None) -> list[dict[str, Any]]:
-        sql = ("SELECT conversation_id, seq, user_id, status, attempts, decisions, error "
-               "FROM memory_jobs")
-        with self.store.session() as db:
-            rows = db.all(sql + (" WHERE status = ?" if status else "")
-                          + " ORDER BY conversation_id, seq", (status,) if status else ())
-        return [{"conversation_id": r[0], "seq": r[1], "user_id": r[2], "status": r[3],
-                 "attempts": r[4], "decisions": json.loads(r[5]) if r[5] else None,
-                 "error": r[6]} for r in rows]
+        return [job.to_json() for job in self._queue.jobs(status)]
 
     def stats(self) -> dict[str, Any]:
         """What the gate decided over every job, and the model extractor's schema-validity
@@ -132,20 +120,10 @@ class MemoryWriter:
                 "model_outputs": len(extracted), "schema_valid": valid,
                 "schema_validity_rate": valid / len(extracted) if extracted else None}
 
-    def _claim(self, limit: int) -> list[tuple[str, int, str]]:
+    def _claim(self, limit: int) -> list[JobClaim]:
+        """Pending jobs, each held for ``CLAIM_S``: a crashed worker's is taken again then."""
         now = self.clock()
-        with self.store.session(write=True) as db:
-            rows = db.all("SELECT conversation_id, seq, user_id FROM memory_jobs WHERE "
-                          "status = 'pending' AND (claimed_until IS NULL OR claimed_until < ?)"
-                          " ORDER BY conversation_id, seq LIMIT ?", (now, limit))
-            claimed = []
-            for conversation_id, seq, user_id in rows:
-                if db.run("UPDATE memory_jobs SET claimed_until = ?, attempts = attempts + 1 "
-                          "WHERE conversation_id = ? AND seq = ? AND status = 'pending' AND "
-                          "(claimed_until IS NULL OR claimed_until < ?)",
-                          (now + CLAIM_S, conversation_id, seq, now)):
-                    claimed.append((conversation_id, int(seq), user_id))
-        return claimed
+        return self._queue.claim(now, now + CLAIM_S, limit)
 
     def _learn(self, conversation_id: str, seq: int, user_id: str) -> None:
         item = self.store.item(conversation_id, seq)
@@ -167,8 +145,7 @@ class MemoryWriter:
                                         "policy stores only what the user stated"))
                 continue
             decisions.append(self._decide(user_id, candidate, item, current))
-        with self.store.session(write=True) as db:
-            _finish(db, conversation_id, seq, decisions)
+        self._queue.finish(conversation_id, seq, decisions)
 
     def _decide(self, user_id: str, candidate: Candidate, item: Item,
                 current: list[MemoryEntry]) -> Decision:
@@ -205,8 +182,3 @@ class MemoryWriter:
         return {"text": candidate.text, "decision": "ADD", "entry": entry.id,
                 "reason": f"a {candidate.source} fact"}
 
-
-def _finish(db: Session, conversation_id: str, seq: int, decisions: list[Decision]) -> None:
-    db.run("UPDATE memory_jobs SET status = 'done', claimed_until = NULL, error = NULL, "
-           "decisions = ? WHERE conversation_id = ? AND seq = ?",
-           (json.dumps(decisions, ensure_ascii=False), conversation_id, seq))

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from threadline.items import format_time, utc_now
+from threadline.items import utc_now
 from threadline.retrieval.corpus import Corpus
 from threadline.rewrite.anchors import must_preserve
+from threadline.stores.corpus import NewAnswer
 
 SIMILAR = 0.92
 _PUNCTUATION = re.compile(r"[^\w\s]")
@@ -47,41 +48,40 @@ def anchor_key(query: str) -> str:
     return json.dumps(sorted({" ".join(t.casefold().split()) for t in must_preserve(query)}))
 
 
+def passages_key(passages: Sequence[str]) -> str:
+    """The passages an answer was given from, in any order."""
+    return json.dumps(sorted(passages))
+
+
 class AnswerCache:
     def __init__(self, corpora: Corpus) -> None:
         self.corpora = corpora
 
     def find(self, corpus: str, query: str, passages: Sequence[str]) -> CachedAnswer | None:
         """The cached answer to serve for ``query`` finding ``passages``, if any."""
-        found = json.dumps(sorted(passages))
-        with self.corpora.store.session() as db:
-            exact = db.one("SELECT answer, conversation_id, reply_seq, call_id FROM answer_cache"
-                           " WHERE corpus = ? AND query_key = ? AND passages = ?"
-                           " ORDER BY id DESC LIMIT 1", (corpus, query_key(query), found))
-            if exact is not None:
-                return CachedAnswer(exact[0], "exact", exact[1], exact[2], exact[3], 1.0)
-            candidates = db.all("SELECT answer, conversation_id, reply_seq, call_id, vector, id"
-                                " FROM answer_cache WHERE corpus = ? AND anchors = ? AND"
-                                " passages = ? AND vector IS NOT NULL ORDER BY id",
-                                (corpus, anchor_key(query), found))
+        found = passages_key(passages)
+        backend = self.corpora.backend
+        exact = backend.exact_answer(corpus, query_key(query), found)
+        if exact is not None:
+            return CachedAnswer(exact.answer, "exact", exact.conversation_id, exact.reply_seq,
+                                exact.call_id, 1.0)
+        candidates = backend.answers_by_anchors(corpus, anchor_key(query), found)
         if not candidates or not self.corpora.dense(corpus):
             return None
         embedder = self.corpora.embedder()
-        ranked = embedder.rank(query, [(str(row[5]), row[4]) for row in candidates])
-        best = next(row for row in candidates if str(row[5]) == ranked[0])
-        similarity = embedder.similarity(query, best[4])
+        vectors = {str(c.id): c.vector for c in candidates if c.vector is not None}
+        ranked = embedder.rank(query, list(vectors.items()))
+        best = next(c for c in candidates if str(c.id) == ranked[0])
+        similarity = embedder.similarity(query, vectors[ranked[0]])
         if similarity < SIMILAR:
             return None
-        return CachedAnswer(best[0], "semantic", best[1], best[2], best[3], similarity)
+        return CachedAnswer(best.answer, "semantic", best.conversation_id, best.reply_seq,
+                            best.call_id, similarity)
 
     def put(self, corpus: str, query: str, passages: Sequence[str], answer: str, *,
             conversation_id: str, reply_seq: int, call_id: str) -> None:
         vector = self.corpora.embedder().embed([query])[0] if self.corpora.dense(corpus) \
             else None
-        with self.corpora.store.session(write=True) as db:
-            db.run("INSERT INTO answer_cache (corpus, query_key, anchors, passages, answer,"
-                   " conversation_id, reply_seq, call_id, vector, created_at)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (corpus, query_key(query), anchor_key(query), json.dumps(sorted(passages)),
-                    answer, conversation_id, reply_seq, call_id, vector,
-                    format_time(utc_now())))
+        self.corpora.backend.save_answer(NewAnswer(
+            corpus, query_key(query), anchor_key(query), passages_key(passages), answer,
+            conversation_id, reply_seq, call_id, vector, utc_now()))

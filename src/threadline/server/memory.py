@@ -9,12 +9,11 @@ from fastapi.responses import Response
 
 from threadline.engine import Engine
 from threadline.memory import MemoryStore
-from threadline.stores.relational import RelationalStore
 
 
 def add_memory_routes(app: FastAPI, engine: Engine) -> None:
-    if not isinstance(engine.store, RelationalStore):
-        return
+    if engine.store.memory is None:
+        return  # a store that keeps no memory has nothing to serve here
     memory = MemoryStore(engine.store, clock=engine.clock)
 
     @app.get("/v1/users/{user_id}/memory")

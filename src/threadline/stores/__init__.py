@@ -13,6 +13,8 @@ from threadline.stores.base import (
     NewConversation,
     Store,
 )
+from threadline.stores.corpus import CorpusBackend
+from threadline.stores.memory import MemoryBackend
 from threadline.stores.sqlite import SQLiteStore
 
 
@@ -34,5 +36,6 @@ def postgres_backend() -> ModuleType:
     return postgres
 
 
-__all__ = ["MAIN", "Commit", "CommitResult", "ConversationSummary", "NewBranch",
-           "NewConversation", "SQLiteStore", "Store", "open_store", "postgres_backend"]
+__all__ = ["MAIN", "Commit", "CommitResult", "ConversationSummary", "CorpusBackend",
+           "MemoryBackend", "NewBranch", "NewConversation", "SQLiteStore", "Store", "open_store",
+           "postgres_backend"]

@@ -5,7 +5,14 @@ may create the conversation or a branch, appends items (each chained to its pare
 and records a model call. A commit carries the branch head it was computed against; if the
 head has moved, nothing is written and :class:`~threadline.errors.TurnSuperseded` is raised.
 
-``stores/conformance.py`` states this behaviour as tests any backend can run.
+Beside the log, a store may keep long-term memory (``memory``: a
+:class:`~threadline.stores.memory.MemoryBackend`) and retrieval corpora (``corpora``: a
+:class:`~threadline.stores.corpus.CorpusBackend`) in the same database. A store that keeps
+no memory or no corpora says so with None there, and what needs them refuses it with an
+InputError.
+
+``stores/conformance.py`` states this behaviour as tests any backend can run (with
+``memory_conformance.py`` and ``corpus_conformance.py`` for what it keeps beside the log).
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from typing import Any, Protocol
 
 from threadline.calls import ModelCall
 from threadline.items import Branch, Conversation, Item, NewItem, format_time
+from threadline.stores.corpus import CorpusBackend
+from threadline.stores.memory import MemoryBackend
 
 MAIN = "main"
 
@@ -114,6 +123,16 @@ class Store(Protocol):
     """A durable conversation log. Every method either completes or changes nothing."""
 
     path: str  # where the data lives, for messages
+
+    @property
+    def memory(self) -> MemoryBackend | None:
+        """Users' long-term memory, kept beside the log (None: this store keeps none)."""
+        ...
+
+    @property
+    def corpora(self) -> CorpusBackend | None:
+        """Retrieval corpora, kept beside the log (None: this store keeps none)."""
+        ...
 
     def commit(self, commit: Commit) -> CommitResult: ...
 

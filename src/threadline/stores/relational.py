@@ -1,9 +1,11 @@
 """The conversation log over SQL, shared by the SQLite and PostgreSQL stores.
 
-Everything a :class:`~threadline.stores.base.Store` does is written here once, in the SQL both
-databases understand (``?`` placeholders; the PostgreSQL store rewrites them). A backend
-supplies only how to open a transaction or a read, which column orders calls, how a
-conversation is locked for a commit, and which constraint an integrity error broke.
+Everything a :class:`~threadline.stores.base.Store` does with the log is written here once, in
+the SQL both databases understand (``?`` placeholders; the PostgreSQL store rewrites them). A
+backend supplies only how to open a transaction or a read, which column orders calls, how a
+conversation is locked for a commit, which constraint an integrity error broke, and its
+full-text search (``stores/fulltext.py``) for the memory and corpora it keeps beside the log
+(``memory_sql.py``, ``corpus_sql.py``, reached through ``memory`` and ``corpora``).
 
 A commit locks its conversation first (SQLite's ``BEGIN IMMEDIATE`` already holds the whole
 database; PostgreSQL takes the conversation row ``FOR UPDATE``), so the version check and the
@@ -15,11 +17,11 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 from threadline.calls import ModelCall, SentRequest
 from threadline.errors import (
@@ -50,6 +52,11 @@ from threadline.stores.base import (
     Generation,
     Lease,
 )
+from threadline.stores.corpus import CorpusBackend
+from threadline.stores.corpus_sql import SQLCorpora
+from threadline.stores.fulltext import FullText
+from threadline.stores.memory import MemoryBackend
+from threadline.stores.memory_sql import SQLMemory
 from threadline.stores.rows import (
     call_from_row,
     conversation_from_row,
@@ -57,6 +64,9 @@ from threadline.stores.rows import (
     request_size,
     stored_time,
 )
+from threadline.stores.sessions import Cursor, Database, Execute, Lineage, Session
+
+__all__ = ["Cursor", "Execute", "RelationalStore", "Session", "Violation"]
 
 _ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
                  "created_at, client_msg_id")
@@ -69,37 +79,6 @@ _REMEMBERED_BYTES = 64 * 2**20  # roughly: a few very long conversations, many s
 _REMEMBERED_ITEMS = 200_000      # items read before, kept per branch for the next read
 
 Violation = Literal["client_msg_id", "foreign_key", "other"]
-Lineage = list[tuple[str, int]]
-
-
-class Cursor(Protocol):
-    @property
-    def rowcount(self) -> int: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-
-Execute = Callable[[str, Sequence[Any]], Cursor]
-
-
-@dataclass
-class Session:
-    """One connection's statements: a transaction's, or a read's."""
-
-    execute: Execute
-    writing: bool
-    new_lineages: dict[tuple[str, str], Lineage] = field(default_factory=dict)
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.execute(sql, params).fetchone()
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self.execute(sql, params).fetchall()
-
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self.execute(sql, params).rowcount
 
 
 class RelationalStore:
@@ -111,6 +90,7 @@ class RelationalStore:
     # transaction already is, and a deleted conversation shows up as a foreign-key error)
     LOCK_CONVERSATION: ClassVar[str | None]
     INTEGRITY_ERRORS: ClassVar[tuple[type[Exception], ...]]
+    FULL_TEXT: ClassVar[FullText]      # the database's full-text search, for memory and corpora
 
     def __init__(self) -> None:
         self._cache_lock = threading.Lock()
@@ -120,6 +100,25 @@ class RelationalStore:
         # each recently read branch's items, oldest first: the next read fetches only the rest
         self._histories: OrderedDict[tuple[str, str], tuple[Item, ...]] = OrderedDict()
         self._history_items = 0
+        self._database = Database(self._transaction, self._reading, self.INTEGRITY_ERRORS)
+        self._memory = SQLMemory(self._database, self.FULL_TEXT)
+        self._corpora: SQLCorpora | None = None
+
+    # -- the tables kept beside the log ----------------------------------------------------
+
+    @property
+    def memory(self) -> MemoryBackend:
+        return self._memory
+
+    @property
+    def corpora(self) -> CorpusBackend:
+        if self._corpora is None:  # preparing twice at once is harmless: it is idempotent
+            self._prepare_corpora()
+            self._corpora = SQLCorpora(self._database, self.FULL_TEXT)
+        return self._corpora
+
+    def _prepare_corpora(self) -> None:
+        """Whatever the corpus tables need before first use, beyond the migrations."""
 
     # -- what a backend provides -----------------------------------------------------------
 
@@ -153,9 +152,9 @@ class RelationalStore:
         with self._connect() as execute:
             yield Session(execute, writing=False)
 
-    def session(self, *, write: bool = False) -> AbstractContextManager[Session]:
-        """A transaction (``write``) or a read on this store's database, for parts that keep
-        tables of their own beside the log (the retrieval corpus)."""
+    def _session(self, *, write: bool = False) -> AbstractContextManager[Session]:
+        """A transaction (``write``) or a read: for looking at the tables directly in tests;
+        memory and corpora reach them through ``memory`` and ``corpora``."""
         return self._transaction() if write else self._reading()
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:

@@ -3,7 +3,8 @@
 Every replica opens its own pool on one database; a commit takes its conversation's row
 ``FOR UPDATE``, so writers of one conversation queue on the database (whichever replica they
 run in) while other conversations commit in parallel. The log itself is
-:class:`~threadline.stores.relational.RelationalStore`; this module only connects it.
+:class:`~threadline.stores.relational.RelationalStore`; this module only connects it (memory
+and corpora search with tsvector columns: ``fulltext.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from threadline.errors import InputError, StoreError
 from threadline.stores.migrations import SchemaStatus
 from threadline.stores.postgres import schema
+from threadline.stores.postgres.fulltext import TSVECTOR
 from threadline.stores.relational import Cursor, Execute, RelationalStore, Violation
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -32,6 +34,7 @@ class PostgresStore(RelationalStore):
     CALL_ORDER = "position"
     LOCK_CONVERSATION = "SELECT 1 FROM conversations WHERE id = ? FOR UPDATE"
     INTEGRITY_ERRORS = (errors.IntegrityError,)
+    FULL_TEXT = TSVECTOR
 
     def __init__(self, url: str, *, max_connections: int = 10,
                  connect_timeout_s: float = 10.0) -> None:

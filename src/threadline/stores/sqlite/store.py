@@ -3,7 +3,8 @@
 One connection per store, serialised by a lock; every commit is one ``BEGIN IMMEDIATE``
 transaction, so concurrent writers (threads or processes) queue on SQLite's write lock and the
 version check inside the transaction sees the latest head. The log itself is
-:class:`~threadline.stores.relational.RelationalStore`.
+:class:`~threadline.stores.relational.RelationalStore`; memory and corpora search with FTS5
+(``fulltext.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from threadline.errors import StoreError, StoreReadOnly
 from threadline.settings import Durability
 from threadline.stores.relational import Execute, RelationalStore, Violation
+from threadline.stores.sqlite.fulltext import FTS5, create_corpus_index
 from threadline.stores.sqlite.schema import check_file, current_version, migrate
 
 _SYNCHRONOUS = {Durability.FULL: "FULL", Durability.NORMAL: "NORMAL", Durability.OFF: "OFF"}
@@ -30,6 +32,7 @@ class SQLiteStore(RelationalStore):
     CALL_ORDER = "rowid"
     LOCK_CONVERSATION = None  # BEGIN IMMEDIATE already holds the whole database
     INTEGRITY_ERRORS = (sqlite3.IntegrityError,)
+    FULL_TEXT = FTS5
 
     def __init__(self, path: str | os.PathLike[str], *,
                  durability: Durability = Durability.FULL, busy_timeout_s: float = 30.0) -> None:
@@ -68,6 +71,10 @@ class SQLiteStore(RelationalStore):
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def _prepare_corpora(self) -> None:
+        with self._transaction() as db:
+            create_corpus_index(db)
 
     # -- connections ---------------------------------------------------------------------
 
