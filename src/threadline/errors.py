@@ -17,7 +17,7 @@ uses for it. A few live beside the code that raises them, in the module named in
     │   ├── UnknownItem
     │   ├── UnknownCall
     │   ├── UnknownCorpus
-    │   ├── UnknownMemory                [memory.store]
+    │   ├── UnknownMemory                [stores.memory]
     │   └── UnknownGeneration            [server.app]  no stream has that generation id
     ├── StoreError                       exit 4   the data file or directory is unusable
     │   ├── NotAThreadlineDatabase

@@ -265,13 +265,14 @@ def test_a_message_sent_with_a_user_recalls_their_memory(store: Store) -> None:
     from threadline.items import ItemKind
     from threadline.memory import MemoryStore, NewMemory
     from threadline.memory.recall import MemoryRecall
+    from threadline.standard import standard_engine
     from threadline.stores.relational import RelationalStore
 
     assert isinstance(store, RelationalStore)
     memory = MemoryStore(store)
     memory.add("ann", NewMemory("I am allergic to peanuts"))
-    client = TestClient(create_app(Engine(store, ScriptedModel(),
-                                          memory=MemoryRecall(memory))))
+    client = TestClient(create_app(standard_engine(store, ScriptedModel(),
+                                                   recall=MemoryRecall(memory))))
     cid = _new(client)
     bad = client.post(f"/v1/conversations/{cid}/messages",
                       json={"text": "Any snack without peanuts?", "user_id": " ann"})

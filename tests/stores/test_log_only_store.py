@@ -61,7 +61,11 @@ def test_the_cli_and_the_server_decide_by_what_the_store_keeps(log_only: LogOnly
         context.memory()
     with pytest.raises(InputError, match="keeps no corpora"):
         context.corpora()
-    assert context.engine(ScriptedModel()).memory is None  # turns run, without recall
+    engine = context.engine(ScriptedModel())
+    assert engine.run_turn("Hello").reply.text  # turns run, without memory
+    with pytest.raises(InputError, match="keeps no memory, so a turn cannot name a user"):
+        engine.run_turn("I live in Oslo.", user_id="ann")  # refused, never skipped
+    assert len(log_only.conversations()) == 1
     client = TestClient(create_app(Engine(log_only, ScriptedModel())))  # type: ignore[arg-type]
     assert client.get("/v1/users/ann/memory").status_code == 404  # no memory routes
     with_memory = TestClient(create_app(Engine(log_only._inner, ScriptedModel())))

@@ -9,7 +9,7 @@ passages for the current turn only, never above the history, so they do not dist
 cached prefix.
 
 With ``reuse_answers``, an answer given before to the same question that found the same
-passages (``retrieval.cache``: exactly, or by meaning with every anchor equal) is served
+passages (``retrieval.answers``: exactly, or by meaning with every anchor equal) is served
 instead of calling the model, and every answer the model gives is kept for next time (the
 provider is also a turn hook: register it as both).
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from threadline.items import Item, ItemKind, NewItem
 from threadline.providers.query import rewriters, standalone
 from threadline.request import TailBlock
-from threadline.retrieval.cache import AnswerCache, CachedAnswer
+from threadline.retrieval.answers import SavedAnswer, SavedAnswers
 from threadline.retrieval.corpus import Corpus
 from threadline.rewrite import DEFAULT_DEADLINE_S
 from threadline.turn.hooks import TurnEvent
@@ -50,7 +50,7 @@ class RetrievalProvider(Provider):
     def __init__(self, corpora: Corpus, *, deadline_s: float = DEFAULT_DEADLINE_S,
                  passages: int = PASSAGES) -> None:
         self.corpora, self.deadline_s, self.passages = corpora, deadline_s, passages
-        self.answers = AnswerCache(corpora)
+        self.answers = SavedAnswers(corpora)
 
     def check(self, turn: TurnInput) -> None:
         search = turn.option(CorpusSearch)
@@ -74,7 +74,7 @@ class RetrievalProvider(Provider):
         return NewItem(ItemKind.RETRIEVAL, content)
 
     def serve(self, item: Item, found: Gathering) -> Served | None:
-        cached: CachedAnswer | None = found.shared.get(_REUSED)
+        cached: SavedAnswer | None = found.shared.get(_REUSED)
         return None if cached is None else Served(cached.answer, cached.to_json())
 
     def render(self, history: Sequence[Item]) -> list[TailBlock]:

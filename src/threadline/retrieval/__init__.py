@@ -8,7 +8,7 @@
   embedding, and its search fuses the lexical and dense rankings by reciprocal rank, ties by
   chunk id, so the same query over the same corpus returns the same passages in order;
 - ``dense``: the optional MiniLM embedder (``threadline[dense]``), shipped with its model;
-- ``cache``: the answer cache, with scope: an answer is served again only to the same
+- ``answers``: saved answers, reused with scope: an answer is served again only to the same
   question (exact, or semantically close with the same must-preserve tokens) that found the
   same passages, so it stops being served once the corpus changes what the question finds.
 """

@@ -1,7 +1,7 @@
 """The CorpusBackend protocol: retrieval corpora (documents cut into chunks, their full-text
-index and embeddings) and the answer cache, as a store keeps them.
+index and embeddings) and saved answers, as a store keeps them.
 
-How documents are chunked and embedded, how rankings are fused and what the answer cache's
+How documents are chunked and embedded, how rankings are fused and what saved answers's
 keys are is decided above the store (``threadline.retrieval``); a backend keeps what it is
 given and searches it. ``stores/corpus_conformance.py`` states this contract as tests.
 """
@@ -124,7 +124,7 @@ class CorpusBackend(Protocol):
         """The chunks named, in the order asked (ids the corpus lacks are left out)."""
         ...
 
-    # -- the answer cache ----------------------------------------------------------------
+    # -- saved answers ----------------------------------------------------------------
 
     def save_answer(self, answer: NewAnswer) -> None: ...
 

@@ -7,7 +7,7 @@ Mix :class:`CorpusConformance` into a store's conformance test class (it uses th
         ...
 
 The tests speak to ``store.corpora`` directly, in stored records: chunking, fusion and the
-answer cache's keys are tested with ``threadline.retrieval``.
+saved answers' keys are tested with ``threadline.retrieval``.
 """
 
 from __future__ import annotations

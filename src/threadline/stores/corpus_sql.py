@@ -1,4 +1,4 @@
-"""Corpora and the answer cache over SQL, shared by the SQLite and PostgreSQL stores.
+"""Corpora and saved answers over SQL, shared by the SQLite and PostgreSQL stores.
 
 The :class:`~threadline.stores.corpus.CorpusBackend` written once, in the SQL both databases
 understand; only the full-text search statement and its query syntax come from the backend
@@ -115,7 +115,7 @@ class SQLCorpora:
         return [Passage(r[0], r[1], r[2], tuple((s, t) for s, t in json.loads(r[3])))
                 for r in (rows[c] for c in chunk_ids if c in rows)]
 
-    # -- the answer cache ----------------------------------------------------------------
+    # -- saved answers ----------------------------------------------------------------
 
     def save_answer(self, answer: NewAnswer) -> None:
         with self._db.transaction() as db:

@@ -1,4 +1,4 @@
-"""The answer cache serves an answer again only to the same question finding the same
+"""Saved answers are served again only to the same question finding the same
 passages; a question about another year never gets last year's answer."""
 
 from __future__ import annotations

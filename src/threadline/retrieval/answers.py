@@ -1,5 +1,5 @@
-"""The answer cache, with scope: an answer is served again only to the same question finding
-the same passages.
+"""Saved answers, reused with scope: an answer is served again only to the same question
+finding the same passages. (Not the prompt cache: that is ``threadline.cache``.)
 
 Exact: the normalised rewritten query is the same. Semantic (corpora with embeddings): the
 query means nearly the same (cosine ≥ ``SIMILAR``) *and* its must-preserve tokens are the same
@@ -26,7 +26,7 @@ _PUNCTUATION = re.compile(r"[^\w\s]")
 
 
 @dataclass(frozen=True)
-class CachedAnswer:
+class SavedAnswer:
     answer: str
     kind: str                # "exact" or "semantic"
     conversation_id: str
@@ -53,17 +53,17 @@ def passages_key(passages: Sequence[str]) -> str:
     return json.dumps(sorted(passages))
 
 
-class AnswerCache:
+class SavedAnswers:
     def __init__(self, corpora: Corpus) -> None:
         self.corpora = corpora
 
-    def find(self, corpus: str, query: str, passages: Sequence[str]) -> CachedAnswer | None:
+    def find(self, corpus: str, query: str, passages: Sequence[str]) -> SavedAnswer | None:
         """The cached answer to serve for ``query`` finding ``passages``, if any."""
         found = passages_key(passages)
         backend = self.corpora.backend
         exact = backend.exact_answer(corpus, query_key(query), found)
         if exact is not None:
-            return CachedAnswer(exact.answer, "exact", exact.conversation_id, exact.reply_seq,
+            return SavedAnswer(exact.answer, "exact", exact.conversation_id, exact.reply_seq,
                                 exact.call_id, 1.0)
         candidates = backend.answers_by_anchors(corpus, anchor_key(query), found)
         if not candidates or not self.corpora.dense(corpus):
@@ -75,7 +75,7 @@ class AnswerCache:
         similarity = embedder.similarity(query, vectors[ranked[0]])
         if similarity < SIMILAR:
             return None
-        return CachedAnswer(best.answer, "semantic", best.conversation_id, best.reply_seq,
+        return SavedAnswer(best.answer, "semantic", best.conversation_id, best.reply_seq,
                             best.call_id, similarity)
 
     def put(self, corpus: str, query: str, passages: Sequence[str], answer: str, *,
