@@ -107,9 +107,10 @@ def user_option(help: str = "Whose memory.", *, required: bool = True) -> Callab
     return click.option("--user", "user_id", required=required, metavar="U", help=help)
 
 
-yes_option = click.option("--yes", is_flag=True,
-                          help="Do not ask for confirmation (needed when standard input is "
-                               "not a terminal).")
+def yes_option() -> Callable[[FC], FC]:
+    """``--yes``, for every destructive command; see :func:`confirm`."""
+    return click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed when "
+                                                    "standard input is not a terminal).")
 
 
 # -- confirmation and output ----------------------------------------------------------------

@@ -197,7 +197,7 @@ def add(ctx: Context, conversation_id: str, text: str, branch: str, replaces: in
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.argument("seq", type=int)
 @branch_option()
-@yes_option
+@yes_option()
 @json_option()
 @pass_context
 def delete(ctx: Context, conversation_id: str, seq: int, branch: str, yes: bool,

@@ -105,7 +105,7 @@ def fork(ctx: Context, conversation_id: str, from_seq: int, name: str | None,
 
 @conversations.command()
 @click.argument("conversation_id", metavar="CONVERSATION")
-@yes_option
+@yes_option()
 @json_option()
 @pass_context
 def delete(ctx: Context, conversation_id: str, yes: bool, as_json: bool) -> None:

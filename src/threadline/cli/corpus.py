@@ -146,7 +146,7 @@ def ask(ctx: Context, name: str, text: str, conversation_id: str | None,
 
 @corpus.command()
 @click.argument("name")
-@yes_option
+@yes_option()
 @json_option()
 @pass_context
 def delete(ctx: Context, name: str, yes: bool, as_json: bool) -> None:

@@ -141,7 +141,7 @@ def edit(ctx: Context, entry_id: str, text: str, user_id: str, as_json: bool) ->
 @click.option("--expired", is_flag=True,
               help="Every user's entries past their --expires date: the retention job, to "
                    "run on a schedule.")
-@yes_option
+@yes_option()
 @json_option()
 @pass_context
 def delete(ctx: Context, entry_id: str | None, user_id: str | None, everything: bool,
