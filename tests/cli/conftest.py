@@ -56,16 +56,23 @@ def tl(home: Path) -> Invoke:
     return invoke
 
 
+# what a refused command must leave as it was: the log, the corpora and the memory
+_KEPT = {"conversations": "id", "branches": "conversation_id, name",
+         "items": "conversation_id, seq", "model_calls": "id", "corpora": "name",
+         "corpus_documents": "corpus, doc_id", "corpus_chunks": "id",
+         "memory_entries": "user_id, id", "memory_jobs": "conversation_id, seq"}
+
+
 def snapshot(home: Path) -> list[tuple[Any, ...]]:
-    """Everything in the log, to compare before and after a refused command."""
+    """Everything in the log, the corpora and the memory, to compare before and after a
+    refused command."""
     db = home / "threadline.db"
     if not db.exists():
         return []
     conn = sqlite3.connect(db)
     try:
-        return [*conn.execute("SELECT * FROM conversations ORDER BY id"),
-                *conn.execute("SELECT * FROM branches ORDER BY conversation_id, name"),
-                *conn.execute("SELECT * FROM items ORDER BY conversation_id, seq"),
-                *conn.execute("SELECT * FROM model_calls ORDER BY id")]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        return [(table, *row) for table, order in _KEPT.items() if table in tables
+                for row in conn.execute(f"SELECT * FROM {table} ORDER BY {order}")]
     finally:
         conn.close()

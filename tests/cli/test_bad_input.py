@@ -157,3 +157,30 @@ def test_a_read_only_data_directory(tl: Invoke, home: Path, seeded: str) -> None
     assert run.returncode == 4 and "cannot write to" in run.stderr, run.stderr
     home.chmod(0o755)
     assert snapshot(home) == before
+
+
+def test_unknown_targets_of_the_new_spellings(tl: Invoke, home: Path, seeded: str) -> None:
+    before = snapshot(home)
+    for args, code, words in [
+            (("conversations", "context", "c_missing"), 3, "no conversation"),
+            (("conversations", "compact", "c_missing"), 3, "no conversation"),
+            (("conversations", "compact", seeded, "--branch", "nope"), 3, "no branch 'nope'"),
+            (("conversations", "delete", "c_missing"), 3, "no conversation"),
+            (("constraints", "delete", "c_missing", "1", "--yes"), 3, "no conversation"),
+            (("constraints", "delete", seeded, "1", "--yes"), 2, "not an active constraint"),
+            (("corpus", "ask", "nope", "cloud revenue?"), 3, "no corpus named 'nope'"),
+            (("corpus", "delete", "nope", "--yes"), 3, "no corpus named 'nope'"),
+            (("memory", "delete", "--user", "ann", "mem_missing", "--yes"), 3,
+             "has no memory entry"),
+            (("memory", "delete", "--yes"), 2, "say what to delete")]:
+        _refused(tl(*args), code, words)
+    assert snapshot(home) == before
+
+
+def test_a_destructive_command_without_yes_on_a_pipe(tl: Invoke, home: Path,
+                                                     seeded: str) -> None:
+    before = snapshot(home)
+    for args in [("conversations", "delete", seeded), ("memory", "delete", "--expired"),
+                 ("memory", "delete", "--user", "ann", "--all")]:
+        _refused(tl(*args, input="yes\n"), 2, "pass --yes to confirm")
+    assert snapshot(home) == before

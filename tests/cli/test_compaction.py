@@ -1,4 +1,5 @@
-"""``threadline context``, ``compact`` and ``constraints``, including every refusal."""
+"""``threadline conversations context|compact``, ``constraints`` and ``state``, including
+every refusal."""
 
 from __future__ import annotations
 
@@ -22,25 +23,25 @@ def _conversation(tl: Invoke, turns: int = 6) -> str:
 
 def test_context_shows_the_next_request_segment_by_segment(tl: Invoke) -> None:
     cid = _conversation(tl, 3)
-    body = tl("context", cid, "--json").json()
+    body = tl("conversations", "context", cid, "--json").json()
     kinds = [s["segment"] for s in body["segments"]]
     assert kinds == ["tools", "system", "pinned", "static", "summary", "history", "current"]
     history = body["segments"][5]
     assert [m["seq"] for m in history["messages"]] == [1, 2, 3, 4, 5, 6]
     assert body["tokens"] == sum(s["tokens"] for s in body["segments"]) > 0
-    text = tl("context", cid)
+    text = tl("conversations", "context", cid)
     assert text.code == 0 and "history (conversation" in text.out and "#1 user" in text.out
 
 
 def test_compact_dry_run_then_for_real(tl: Invoke, home: Path) -> None:
     cid = _conversation(tl)
     before = snapshot(home)
-    dry = tl("compact", cid, "--budget", "150", "--dry-run", "--json").json()
+    dry = tl("conversations", "compact", cid, "--budget", "150", "--dry-run", "--json").json()
     assert dry["applied"] is False and dry["plan"]["tokens_after"] < dry["plan"]["tokens_before"]
     assert snapshot(home) == before
-    done = tl("compact", cid, "--budget", "150", "--json").json()
+    done = tl("conversations", "compact", cid, "--budget", "150", "--json").json()
     assert done["applied"] is True and done["plan"] == dry["plan"]
-    context = tl("context", cid, "--json").json()
+    context = tl("conversations", "context", cid, "--json").json()
     assert context["compaction_seq"] == done["compaction_seq"]
     assert context["segments"][2]["messages"][0]["content"] == (
         "Standing instructions:\n- Always use British spelling.")
@@ -48,11 +49,11 @@ def test_compact_dry_run_then_for_real(tl: Invoke, home: Path) -> None:
     # the original items are all still in the log
     items = tl("conversations", "show", cid, "--json").json()["items"]
     assert sum(1 for i in items if i["kind"] == "user_message") == 6
-    human = tl("compact", cid, "--strategy", "pin")
+    human = tl("conversations", "compact", cid, "--strategy", "pin")
     assert human.code == 0 and "compacted (event #" in human.out
 
 
-def test_constraints_list_add_edit_remove(tl: Invoke) -> None:
+def test_constraints_list_add_edit_delete(tl: Invoke) -> None:
     cid = _conversation(tl, 2)
     listed = tl("constraints", "list", cid, "--json").json()
     assert listed["constraints"] == []
@@ -66,15 +67,18 @@ def test_constraints_list_add_edit_remove(tl: Invoke) -> None:
         ("Quote prices in GBP.", "user", False)]
     table = tl("constraints", "list", cid)
     assert "Quote prices in GBP." in table.out and "detected in message #1" in table.out
-    assert tl("constraints", "remove", cid, str(edited["seq"])).code == 0
+    deleted = tl("constraints", "delete", cid, str(edited["seq"]), "--yes")
+    assert deleted.code == 0 and "deleted; the log keeps it" in deleted.out
     assert tl("constraints", "list", cid, "--json").json()["constraints"] == []
 
 
 @pytest.mark.parametrize("args", [
-    ["context", "c_missing"],
-    ["compact", "c_missing"],
+    ["conversations", "context", "c_missing"],
+    ["conversations", "compact", "c_missing"],
     ["constraints", "list", "c_missing"],
     ["constraints", "add", "c_missing", "Be brief."],
+    ["constraints", "delete", "c_missing", "1", "--yes"],
+    ["state", "show", "c_missing"],
 ])
 def test_an_unknown_conversation_is_refused(tl: Invoke, home: Path, args: list[str]) -> None:
     _conversation(tl, 1)
@@ -88,10 +92,12 @@ def test_bad_compaction_and_constraint_requests_change_nothing(tl: Invoke, home:
     cid = _conversation(tl, 2)
     before = snapshot(home)
     for args, code, message in [
-        (["compact", cid, "--budget", "0"], 2, "--budget"),
-        (["compact", cid, "--strategy", "shred"], 2, "--strategy"),
-        (["compact", cid, "--branch", "nope"], 3, "nope"),
-        (["constraints", "remove", cid, "99"], 2, "not an active constraint"),
+        (["conversations", "compact", cid, "--budget", "0"], 2, "--budget"),
+        (["conversations", "compact", cid, "--strategy", "shred"], 2, "--strategy"),
+        (["conversations", "compact", cid, "--branch", "nope"], 3, "nope"),
+        (["constraints", "delete", cid, "99"], 2, "not an active constraint"),
+        (["constraints", "delete", cid, "99", "--yes"], 2, "not an active constraint"),
+        (["constraints", "delete", cid, "1", "--branch", "nope", "--yes"], 3, "nope"),
         (["constraints", "add", cid, "   "], 2, "empty"),
         (["constraints", "add", cid, "x", "--replaces", "1"], 2, "not an active constraint"),
     ]:
@@ -103,9 +109,9 @@ def test_bad_compaction_and_constraint_requests_change_nothing(tl: Invoke, home:
 
 def test_compact_at_a_task_boundary(tl: Invoke, home: Path) -> None:
     cid = _conversation(tl, 4)
-    refused = tl("compact", cid, "--boundary", "--strategy", "window")
+    refused = tl("conversations", "compact", cid, "--boundary", "--strategy", "window")
     assert refused.code == 2 and "--boundary" in refused.err
-    done = tl("compact", cid, "--boundary", "--json").json()
+    done = tl("conversations", "compact", cid, "--boundary", "--json").json()
     assert done["applied"] is True
     assert (done["plan"]["strategy"], done["plan"]["reason"]) == ("summary", "task_boundary")
 

@@ -1,4 +1,4 @@
-"""``threadline memory`` and ``threadline forget``: the user reads, corrects and deletes."""
+"""``threadline memory``: the user reads, corrects and deletes."""
 
 from __future__ import annotations
 
@@ -27,11 +27,12 @@ def test_a_user_lists_corrects_deletes_and_exports_their_memory(tl: Invoke) -> N
     assert "Bob" not in str(exported)
     shown = tl("memory", "show", first["id"], "--user", "ann", "--json").json()
     assert shown["invalidated_by"] == edited["id"]
-    assert tl("memory", "delete", edited["id"], "--user", "ann").code == 0
+    assert tl("memory", "delete", "--user", "ann", edited["id"], "--yes").code == 0
     assert [e["text"] for e in tl("memory", "list", "--user", "ann", "--all", "--json").json()
             ] == ["Ann may like jazz"]
-    forgot = tl("forget", "--user", "ann", "--yes")
-    assert forgot.code == 0 and "1 entries deleted" in forgot.out
+    forgot = tl("memory", "delete", "--user", "ann", "--all", "--yes")
+    assert forgot.code == 0 and forgot.out.strip() == (
+        "deleted everything remembered about ann: 1 entries")
     assert tl("memory", "list", "--user", "ann", "--json").json() == []
     assert [e["text"] for e in tl("memory", "list", "--user", "bob", "--json").json()] == [
         "Bob has a cat"]
@@ -46,10 +47,22 @@ def test_bad_memory_input_is_refused_and_writes_nothing(tl: Invoke, home: Path) 
     for args, code, message in [
             (("memory", "show", entry, "--user", "bob"), 3, "has no memory entry"),
             (("memory", "delete", entry, "--user", "bob"), 3, "has no memory entry"),
+            (("memory", "delete", entry, "--user", "bob", "--yes"), 3, "has no memory entry"),
+            (("memory", "delete", entry, "--user", "ann"), 2, "pass --yes to confirm"),
+            (("memory", "delete", "--user", "ann", "--all"), 2, "pass --yes to confirm"),
+            (("memory", "delete", "--expired"), 2, "pass --yes to confirm"),
+            (("memory", "delete", "--user", "ann", "--yes"), 2, "say what to delete"),
+            (("memory", "delete", entry, "--all", "--user", "ann", "--yes"), 2,
+             "say what to delete"),
+            (("memory", "delete", "--all", "--expired", "--yes"), 2, "say what to delete"),
+            (("memory", "delete", entry, "--yes"), 2, "ENTRY needs --user U"),
+            (("memory", "delete", "--all", "--yes"), 2, "--all needs --user U"),
+            (("memory", "delete", "--expired", "--user", "ann", "--yes"), 2,
+             "it takes no --user"),
             (("memory", "add", "--user", "ann", "x" * 5000), 2, "over the limit"),
             (("memory", "add", "--user", "ann", "   "), 2, "needs text"),
             (("memory", "add", "--user", "ann", "t", "--valid-to", "soon"), 2, "not a date"),
-            (("forget", "--user", "ann"), 1, "Aborted")]:
+            (("memory", "list"), 2, "Missing option '--user'")]:
         result = tl(*args, input="n\n")
         assert result.code == code and message in (result.err + result.out), args
     assert snapshot(home) == before
@@ -93,7 +106,7 @@ def test_an_export_to_a_file_or_a_directory_round_trips_through_import(
         assert exported.code == 0, exported.err
         assert exported.out.strip() == str(written)
         assert json.loads(written.read_text())["user_id"] == "ann"
-        tl("forget", "--user", "ann", "--yes")
+        tl("memory", "delete", "--user", "ann", "--all", "--yes")
         imported = tl("memory", "import", str(written), "--user", "ann")
         assert imported.code == 0, imported.err
         assert imported.out.strip() == (
@@ -222,7 +235,7 @@ def test_import_marks_entries_imported_unless_trusted(tl: Invoke, tmp_path: Path
                                   "Ann may like jazz": ("imported", False)}),
                             (("--trust",), {"Ann lives in Oslo": ("user_stated", True),
                                             "Ann may like jazz": ("model_inferred", False)})]:
-        tl("forget", "--user", "ann", "--yes")
+        tl("memory", "delete", "--user", "ann", "--all", "--yes")
         imported = tl("memory", "import", str(out), "--user", "ann", "--json", *extra)
         assert imported.code == 0, imported.err
         report = imported.json()
@@ -233,17 +246,18 @@ def test_import_marks_entries_imported_unless_trusted(tl: Invoke, tmp_path: Path
         assert all(e["conversation_id"] is None for e in listed)
 
 
-def test_purge_deletes_expired_entries_for_real(tl: Invoke) -> None:
+def test_delete_expired_deletes_expired_entries_for_real(tl: Invoke) -> None:
     tl("memory", "add", "--user", "ann", "Ann's old badge is B-17", "--expires", "2000-01-01")
     tl("memory", "add", "--user", "ann", "Ann skis", "--expires", "2999-01-01")
     tl("memory", "add", "--user", "bob", "Bob's old badge", "--expires", "2000-01-01")
     assert len(tl("memory", "list", "--user", "ann", "--all", "--json").json()) == 2
-    purged = tl("memory", "purge", "--json")
+    purged = tl("memory", "delete", "--expired", "--yes", "--json")
     assert purged.code == 0 and purged.json() == {"deleted": 2}
     assert [e["text"] for e in tl("memory", "list", "--user", "ann", "--all", "--json").json()
             ] == ["Ann skis"]
     assert tl("memory", "list", "--user", "bob", "--all", "--json").json() == []
-    assert tl("memory", "purge").out.strip() == "deleted 0 expired entries"
+    assert tl("memory", "delete", "--expired", "--yes").out.strip() == (
+        "deleted 0 expired entries")
 
 
 def test_an_interactive_chat_with_a_user_says_what_it_recalled(tl: Invoke) -> None:

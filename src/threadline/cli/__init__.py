@@ -1,5 +1,10 @@
 """The ``threadline`` command line: nouns and verbs, ``--json`` on everything that lists.
 
+Each noun owns its verbs (``threadline corpus delete``, ``threadline memory list``); removal is
+always ``delete``, and a destructive command asks first, or needs ``--yes`` when standard input
+is not a terminal. The few top-level verbs are entry points: ``chat``, ``serve``, ``import``,
+``rewrite``. The previous release's spellings still work, hidden (``cli/deprecated.py``).
+
 Data lives under ``THREADLINE_HOME`` (or ``--home``). Errors print one line saying what was
 wrong and a hint saying what to do, and exit with the status in :mod:`threadline.errors`.
 """
@@ -14,14 +19,15 @@ from threadline.cli._common import Context
 from threadline.cli.cache import cache
 from threadline.cli.calls import calls
 from threadline.cli.chat import chat
-from threadline.cli.compaction import compact, constraints, context, state
+from threadline.cli.compaction import constraints, state
 from threadline.cli.conversations import conversations
-from threadline.cli.corpus import ask, corpus
+from threadline.cli.corpus import corpus
 from threadline.cli.cost import cost
 from threadline.cli.db import db
+from threadline.cli.deprecated import register as register_deprecated
 from threadline.cli.evaluate import eval_
 from threadline.cli.importer import import_
-from threadline.cli.memory import forget, memory
+from threadline.cli.memory import memory
 from threadline.cli.rewrite import rewrite
 from threadline.cli.serve import serve
 from threadline.errors import ThreadlineError
@@ -58,24 +64,10 @@ def cli(ctx: click.Context, home: Path | None, database_url: str | None) -> None
     ctx.obj = Context(settings)
 
 
-cli.add_command(chat)
-cli.add_command(conversations)
-cli.add_command(cost)
-cli.add_command(cache)
-cli.add_command(calls)
-cli.add_command(import_)
-cli.add_command(context)
-cli.add_command(compact)
-cli.add_command(constraints)
-cli.add_command(state)
-cli.add_command(serve)
-cli.add_command(db)
-cli.add_command(rewrite)
-cli.add_command(eval_)
-cli.add_command(corpus)
-cli.add_command(ask)
-cli.add_command(memory)
-cli.add_command(forget)
+for command in (chat, conversations, calls, constraints, state, corpus, memory, cost, cache,
+                rewrite, import_, serve, db, eval_):
+    cli.add_command(command)
+register_deprecated(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,12 +1,16 @@
-"""What every command shares: settings, the store, the model, and output helpers."""
+"""What every command shares: settings, the store, the model, the options several commands
+take (``--json``, ``--model``, ``--branch``, ``--user``, ``--yes``), confirmation, and output."""
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import click
+from click.decorators import FC
 
 from threadline.compaction.plan import policy_for
 from threadline.engine import Engine
@@ -14,11 +18,11 @@ from threadline.errors import InputError
 from threadline.memory import MemoryStore
 from threadline.memory.dense import MemoryVectors
 from threadline.memory.recall import K, MemoryRecall
-from threadline.models import ModelBackend, create_model
+from threadline.models import MODELS, ModelBackend, create_model
 from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
 from threadline.standard import standard_engine
-from threadline.stores import Store, open_store
+from threadline.stores import MAIN, Store, open_store
 
 
 @dataclass
@@ -73,6 +77,67 @@ class Context:
 
 
 pass_context = click.make_pass_decorator(Context)
+
+
+# -- options shared by several commands -----------------------------------------------------
+
+def json_option(help: str = "Print JSON.") -> Callable[[FC], FC]:
+    """``--json``, passed as ``as_json``."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def model_option(help: str = "Model backend.", *,
+                 default: str = "$THREADLINE_MODEL, else local") -> Callable[[FC], FC]:
+    """``--model``, one of threadline's model backends, passed as ``model_name``; ``help``
+    says what the command uses it for."""
+    return click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
+                        help=f"{help} Default: {default}.")
+
+
+def branch_option(help: str | None = None, *, default: str | None = MAIN) -> Callable[[FC], FC]:
+    """``--branch``: the branch to act on (default main), or with ``default=None`` a filter
+    that is off unless given."""
+    return click.option("--branch", default=default, show_default=default is not None,
+                        help=help)
+
+
+def user_option(help: str = "Whose memory.", *, required: bool = True) -> Callable[[FC], FC]:
+    """``--user U``, passed as ``user_id``."""
+    return click.option("--user", "user_id", required=required, metavar="U", help=help)
+
+
+def yes_option() -> Callable[[FC], FC]:
+    """``--yes``, for every destructive command; see :func:`confirm`."""
+    return click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed when "
+                                                    "standard input is not a terminal).")
+
+
+# -- confirmation and output ----------------------------------------------------------------
+
+def stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+def confirm(action: str, yes: bool) -> None:
+    """The one rule for destructive commands: with --yes go ahead; at a terminal ask
+    "``action``?" (no aborts); with no terminal to ask on, refuse, before anything changed."""
+    if yes:
+        return
+    if not stdin_is_terminal():
+        raise InputError(f"refusing to {action} without confirmation (standard input is not a "
+                         "terminal); nothing was changed", hint="pass --yes to confirm")
+    click.confirm(f"{action}?", abort=True)
+
+
+def output(value: Any, as_json: bool, human: str | Callable[[], object]) -> None:
+    """What a command prints: ``value`` as JSON with --json, else ``human`` (a line, or a
+    function that prints the human-readable form)."""
+    if as_json:
+        emit_json(value)
+    elif callable(human):
+        human()
+    else:
+        click.echo(human)
 
 
 def emit_json(value: Any) -> None:

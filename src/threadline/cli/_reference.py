@@ -13,7 +13,8 @@ def _sections(command: click.Command, name: str, parent: click.Context) -> list[
         out = [f"## `{ctx.command_path}`\n\n```\n{command.get_help(ctx)}\n```\n"]
         if isinstance(command, click.Group):
             for sub in sorted(command.commands):
-                out += _sections(command.commands[sub], sub, ctx)
+                if not command.commands[sub].hidden:  # old spellings are not documented
+                    out += _sections(command.commands[sub], sub, ctx)
     return out
 
 
@@ -26,5 +27,6 @@ def render() -> str:
              "Generated from `--help` by `scripts/cli-docs`; a test keeps it in step.\n"]
     parts.append(f"## `threadline`\n\n```\n{cli.get_help(root)}\n```\n")
     for sub in sorted(cli.commands):
-        parts += _sections(cli.commands[sub], sub, root)
+        if not cli.commands[sub].hidden:
+            parts += _sections(cli.commands[sub], sub, root)
     return "\n".join(parts)

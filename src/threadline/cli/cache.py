@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from threadline.cache.diagnose import diagnose, parse_log
+from threadline.cache.diagnose import Finding, TurnReuse, diagnose, parse_log
 from threadline.cache.pricing import profile
-from threadline.cache.report import chart, reuse_of
-from threadline.cli._common import Context, emit_json, pass_context, table
+from threadline.cache.report import CallReuse, chart, reuse_of
+from threadline.cli._common import Context, branch_option, json_option, output, pass_context, table
 
 
 @click.group()
@@ -21,12 +22,12 @@ def cache() -> None:
 
 @cache.command("report")
 @click.argument("conversation_id", metavar="CONVERSATION")
-@click.option("--branch", help="Only calls on this branch.")
+@branch_option("Only calls on this branch.", default=None)
 @click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
               help="Cache profile to bill under (see: threadline cost profiles).")
 @click.option("--input-price", type=click.FloatRange(min=0), default=3.0, show_default=True,
               metavar="USD_PER_MTOK", help="List price of input tokens, USD per million.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def report(ctx: Context, conversation_id: str, branch: str | None, profile_name: str,
            input_price: float, as_json: bool) -> None:
@@ -36,14 +37,16 @@ def report(ctx: Context, conversation_id: str, branch: str | None, profile_name:
     total = sum(r.cost_usd for r in rows)
     uncached = sum(r.uncached_cost_usd for r in rows)
     misses = [r for r in rows if r.prefix is not None and not r.prefix.expected]
-    if as_json:
-        emit_json({"conversation_id": conversation_id, "profile": pricing.name,
-                   "input_price": input_price, "calls": [r.to_json() for r in rows],
-                   "cost_usd": round(total, 6), "uncached_cost_usd": round(uncached, 6),
-                   "unexpected_misses": len(misses)})
-        return
+    shown = {"conversation_id": conversation_id, "profile": pricing.name,
+             "input_price": input_price, "calls": [r.to_json() for r in rows],
+             "cost_usd": round(total, 6), "uncached_cost_usd": round(uncached, 6),
+             "unexpected_misses": len(misses)}
+    output(shown, as_json, lambda: _print_report(shown, rows, misses))
+
+
+def _print_report(shown: dict[str, Any], rows: list[CallReuse], misses: list[CallReuse]) -> None:
     if not rows:
-        click.echo(f"{conversation_id} has no model calls yet", err=True)
+        click.echo(f"{shown['conversation_id']} has no model calls yet", err=True)
         return
     table([[str(r.call.turn), r.call.branch, str(r.call.usage.prompt_tokens),
             f"{'~' if r.estimated else ''}{r.reusable_tokens}", str(r.call.usage.cached_tokens),
@@ -58,13 +61,14 @@ def report(ctx: Context, conversation_id: str, branch: str | None, profile_name:
     for r in misses:
         assert r.prefix is not None
         click.echo(f"turn {r.call.turn}: {r.prefix.detail}")
-    click.echo(f"\n{len(rows)} calls · {pricing.name} at ${input_price}/M: ${total:.4f} "
-               f"(without a cache: ${uncached:.4f}) · {len(misses)} unexpected misses")
+    click.echo(f"\n{len(rows)} calls · {shown['profile']} at ${shown['input_price']}/M: "
+               f"${shown['cost_usd']:.4f} (without a cache: ${shown['uncached_cost_usd']:.4f}) "
+               f"· {len(misses)} unexpected misses")
 
 
 @cache.command("diagnose")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON findings.")
+@json_option("Print JSON findings.")
 def diagnose_(file: str, as_json: bool) -> None:
     """Name the prefix-reuse pattern in a request log from another system.
 
@@ -73,10 +77,11 @@ def diagnose_(file: str, as_json: bool) -> None:
     """
     data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
     turns, findings = diagnose(parse_log(data))
-    if as_json:
-        emit_json({"turns": [t.to_json() for t in turns],
-                   "findings": [f.to_json() for f in findings]})
-        return
+    output({"turns": [t.to_json() for t in turns], "findings": [f.to_json() for f in findings]},
+           as_json, lambda: _print_diagnosis(turns, findings))
+
+
+def _print_diagnosis(turns: list[TurnReuse], findings: list[Finding]) -> None:
     table([[str(t.turn), f"{t.chars:,}", f"{t.reused:,}",
             f"{t.reused / t.chars:.0%}" if t.chars else "-",
             f"{t.best / t.chars:.0%}" if t.chars else "-"] for t in turns],

@@ -7,7 +7,15 @@ import sys
 import click
 
 from threadline.calls import ModelCall
-from threadline.cli._common import Context, emit_json, one_line, pass_context, table
+from threadline.cli._common import (
+    Context,
+    branch_option,
+    json_option,
+    one_line,
+    output,
+    pass_context,
+    table,
+)
 from threadline.items import format_time
 
 
@@ -22,15 +30,16 @@ def _ms(value: float | None) -> str:
 
 @calls.command("list")
 @click.argument("conversation_id", metavar="CONVERSATION")
-@click.option("--branch", help="Only calls on this branch.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@branch_option("Only calls on this branch.", default=None)
+@json_option()
 @pass_context
 def list_(ctx: Context, conversation_id: str, branch: str | None, as_json: bool) -> None:
     """A conversation's model calls, in the order they were made."""
     found = ctx.store().calls(conversation_id, branch=branch)
-    if as_json:
-        emit_json([c.to_json(with_request=False) for c in found])
-        return
+    output([c.to_json(with_request=False) for c in found], as_json, lambda: _list(found))
+
+
+def _list(found: list[ModelCall]) -> None:
     table([[c.id, c.branch, str(c.turn), str(c.status), str(c.usage.prompt_tokens),
             str(c.usage.cached_tokens), str(c.usage.completion_tokens), _ms(c.timings.ttft_ms),
             _ms(c.timings.total_ms), c.model] for c in found],
@@ -42,19 +51,19 @@ def list_(ctx: Context, conversation_id: str, branch: str | None, as_json: bool)
 @click.argument("call_id", metavar="CALL_ID")
 @click.option("--request", "raw_request", is_flag=True,
               help="Print the exact request bytes that were sent, and nothing else.")
-@click.option("--json", "as_json", is_flag=True, help="Print the whole record as JSON.")
+@json_option("Print the whole record as JSON.")
 @pass_context
 def show(ctx: Context, call_id: str, raw_request: bool, as_json: bool) -> None:
     """One model call: its place, usage, timings and response (and the request)."""
     call = ctx.store().call(call_id)
+    output(call.to_json(with_request=True), as_json,
+           lambda: _raw(call) if raw_request else _describe(call))
+
+
+def _raw(call: ModelCall) -> None:
     assert call.request is not None
-    if as_json:
-        emit_json(call.to_json(with_request=True))
-    elif raw_request:
-        sys.stdout.buffer.write(call.request.exact_bytes())
-        sys.stdout.flush()
-    else:
-        _describe(call)
+    sys.stdout.buffer.write(call.request.exact_bytes())
+    sys.stdout.flush()
 
 
 def _describe(call: ModelCall) -> None:

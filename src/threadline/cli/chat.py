@@ -8,11 +8,19 @@ from typing import Any
 
 import click
 
-from threadline.cli._common import Context, emit_json, one_line, pass_context
+from threadline.cli._common import (
+    Context,
+    branch_option,
+    emit_json,
+    json_option,
+    model_option,
+    one_line,
+    pass_context,
+    user_option,
+)
 from threadline.engine import Engine, TurnResult
 from threadline.errors import InputError, InvalidEncoding, ModelError, ThreadlineError
 from threadline.items import ItemKind, decode_utf8, validate_text
-from threadline.models import MODELS
 from threadline.providers.retrieval import CorpusSearch
 from threadline.stores import MAIN
 from threadline.turn.input import TurnInput
@@ -30,9 +38,8 @@ _HELP = """commands:
               help="Continue this conversation. Default: the most recent one (--once: a new "
                    "one).")
 @click.option("--new", "new", is_flag=True, help="Start a new conversation.")
-@click.option("--branch", default=MAIN, show_default=True, help="Branch to continue.")
-@click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
-              help="Model backend. Default: $THREADLINE_MODEL, else local.")
+@branch_option("Branch to continue.")
+@model_option()
 @click.option("--system", help="System prompt for a new conversation.")
 @click.option("--once", metavar="TEXT",
               help="Send one message (- reads it from stdin), print the reply and exit.")
@@ -41,11 +48,10 @@ _HELP = """commands:
 @click.option("--corpus", metavar="NAME",
               help="Answer from this corpus: each message is rewritten into a standalone "
                    "query and the passages it finds are shown to the model, to cite by id.")
-@click.option("--user", "user_id", metavar="U",
-              help="Whose conversation: what is remembered about U that bears on a message "
-                   "is recalled into its turn, and the memory writer learns from U's messages "
-                   "(threadline memory learn).")
-@click.option("--json", "as_json", is_flag=True, help="With --once: print one JSON object.")
+@user_option("Whose conversation: what is remembered about U that bears on a message is "
+             "recalled into its turn, and the memory writer learns from U's messages "
+             "(threadline memory learn).", required=False)
+@json_option("With --once: print one JSON object.")
 @pass_context
 def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
          model_name: str | None, system: str | None, once: str | None,

@@ -1,4 +1,5 @@
-"""``threadline context``, ``compact``, ``constraints`` and ``state``."""
+"""``threadline conversations context|compact`` (registered in ``cli/conversations.py``),
+``threadline constraints list|add|delete`` and ``threadline state show|update``."""
 
 from __future__ import annotations
 
@@ -7,22 +8,41 @@ from typing import Any
 
 import click
 
-from threadline.cli._common import Context, emit_json, one_line, pass_context, table
+from threadline.cli._common import (
+    Context,
+    branch_option,
+    confirm,
+    json_option,
+    model_option,
+    one_line,
+    output,
+    pass_context,
+    table,
+    yes_option,
+)
 from threadline.compaction.auto import Compaction
-from threadline.compaction.constraints import add_constraint, remove_constraint, undetected
+from threadline.compaction.compact import Compacted
+from threadline.compaction.constraints import (
+    active,
+    add_constraint,
+    remove_constraint,
+    undetected,
+)
 from threadline.compaction.plan import policy_for, request_tokens
 from threadline.compaction.view import STRATEGIES, context_view
 from threadline.compaction.working_state import state_of, update_state
 from threadline.engine import Engine
 from threadline.errors import InputError
-from threadline.models import MODELS
-from threadline.stores import MAIN, Store
+from threadline.stores import Store
 
-_MODEL = click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
-                      help="Whose tokenizer counts tokens. Default: $THREADLINE_MODEL, else "
-                           "local.")
-_BRANCH = click.option("--branch", default=MAIN, show_default=True)
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+_TOKENIZER = model_option("Whose tokenizer counts tokens.")
+
+
+def _checked(ctx: Context, conversation_id: str, branch: str) -> Store:
+    store = ctx.store()
+    store.conversation(conversation_id)
+    store.head(conversation_id, branch)  # an unknown branch fails here
+    return store
 
 
 def _engine(ctx: Context, conversation_id: str, branch: str, model_name: str | None) -> Engine:
@@ -32,9 +52,9 @@ def _engine(ctx: Context, conversation_id: str, branch: str, model_name: str | N
 
 @click.command()
 @click.argument("conversation_id", metavar="CONVERSATION")
-@_BRANCH
-@_MODEL
-@_JSON
+@branch_option()
+@_TOKENIZER
+@json_option()
 @pass_context
 def context(ctx: Context, conversation_id: str, branch: str, model_name: str | None,
             as_json: bool) -> None:
@@ -49,29 +69,31 @@ def context(ctx: Context, conversation_id: str, branch: str, model_name: str | N
         segments.append({"segment": str(segment.kind), "stability": str(segment.stability),
                          "cache_point": segment.cache_point, "messages": messages,
                          "tokens": sum(m["tokens"] for m in messages)})
-    total = sum(n for _, n in request_tokens(request, engine.count))
-    if as_json:
-        emit_json({"conversation_id": conversation_id, "branch": branch, "tokens": total,
-                   "compaction_seq": request.compaction_seq,
-                   "tools": [t.to_openai() for t in request.tools], "segments": segments})
-        return
-    click.echo(f"{conversation_id} · branch {branch} · {total} tokens"
-               + (f" · after compaction #{request.compaction_seq}"
-                  if request.compaction_seq is not None else ""))
-    for shown in segments:
-        if not shown["messages"] and not shown["cache_point"]:
+    shown = {"conversation_id": conversation_id, "branch": branch,
+             "tokens": sum(n for _, n in request_tokens(request, engine.count)),
+             "compaction_seq": request.compaction_seq,
+             "tools": [t.to_openai() for t in request.tools], "segments": segments}
+    output(shown, as_json, lambda: _print_context(shown))
+
+
+def _print_context(shown: dict[str, Any]) -> None:
+    click.echo(f"{shown['conversation_id']} · branch {shown['branch']} · {shown['tokens']} "
+               "tokens" + (f" · after compaction #{shown['compaction_seq']}"
+                           if shown["compaction_seq"] is not None else ""))
+    for segment in shown["segments"]:
+        if not segment["messages"] and not segment["cache_point"]:
             continue
-        mark = "  ▌ cache breakpoint" if shown["cache_point"] else ""
-        click.echo(f"\n{shown['segment']} ({shown['stability']}, {shown['tokens']} "
+        mark = "  ▌ cache breakpoint" if segment["cache_point"] else ""
+        click.echo(f"\n{segment['segment']} ({segment['stability']}, {segment['tokens']} "
                    f"tokens){mark}")
-        for m in shown["messages"]:
+        for m in segment["messages"]:
             seq = "" if m["seq"] is None else f"#{m['seq']} "
             click.echo(f"  {seq}{m['role']:<9} {m['tokens']:>6}  {one_line(m['content'], 70)}")
 
 
 @click.command()
 @click.argument("conversation_id", metavar="CONVERSATION")
-@_BRANCH
+@branch_option()
 @click.option("--budget", type=click.IntRange(min=1), metavar="TOKENS",
               help="Tokens the next request should fit in. Default: the low-water mark.")
 @click.option("--strategy", type=click.Choice(STRATEGIES),
@@ -80,8 +102,8 @@ def context(ctx: Context, conversation_id: str, branch: str, model_name: str | N
               help="A task just ended: summarise everything up to the last completed turn.")
 @click.option("--dry-run", is_flag=True, help="Say what would happen and what it costs; "
               "change nothing.")
-@_MODEL
-@_JSON
+@_TOKENIZER
+@json_option()
 @pass_context
 def compact(ctx: Context, conversation_id: str, branch: str, budget: int | None,
             strategy: str | None, boundary: bool, dry_run: bool, model_name: str | None,
@@ -94,9 +116,10 @@ def compact(ctx: Context, conversation_id: str, branch: str, budget: int | None,
     done = Compaction(policy_for(engine.model)).compact(
         engine, conversation_id, branch, budget=budget, strategy=strategy, dry_run=dry_run,
         boundary=boundary)
-    if as_json:
-        emit_json(done.to_json())
-        return
+    output(done.to_json(), as_json, lambda: _print_compaction(done))
+
+
+def _print_compaction(done: Compacted) -> None:
     for item in done.constraints:
         click.echo(f"recorded constraint #{item.seq}: {item.content['text']}")
     plan = done.plan
@@ -121,13 +144,13 @@ def compact(ctx: Context, conversation_id: str, branch: str, budget: int | None,
 
 @click.group()
 def constraints() -> None:
-    """Standing instructions: listed, added, edited and removed by the user."""
+    """Standing instructions: listed, added, edited and deleted by the user."""
 
 
 @constraints.command("list")
 @click.argument("conversation_id", metavar="CONVERSATION")
-@_BRANCH
-@_JSON
+@branch_option()
+@json_option()
 @pass_context
 def list_(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> None:
     """Constraints in force, and which are pinned in the context."""
@@ -138,61 +161,54 @@ def list_(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> Non
               "pinned": c.seq in pinned} for c in view.constraints]
     pending = [{"text": n.content["text"], "from_seq": n.content["from_seq"]}
                for n in undetected(history)]
-    if as_json:
-        emit_json({"conversation_id": conversation_id, "branch": branch, "constraints": found,
-                   "detected_not_recorded": pending})
-        return
-    if not found and not pending:
-        click.echo("no standing constraints", err=True)
-        return
-    if found:
-        table([[f"#{c['seq']}", str(c["source"]), "yes" if c["pinned"] else "no",
-                one_line(str(c["text"]), 70)] for c in found],
-              ["SEQ", "SOURCE", "PINNED", "TEXT"])
-    for p in pending:
-        click.echo(f"detected in message #{p['from_seq']}, recorded at the next compaction: "
-                   f"{p['text']}")
+
+    def human() -> None:
+        if not found and not pending:
+            click.echo("no standing constraints", err=True)
+        if found:
+            table([[f"#{c['seq']}", str(c["source"]), "yes" if c["pinned"] else "no",
+                    one_line(str(c["text"]), 70)] for c in found],
+                  ["SEQ", "SOURCE", "PINNED", "TEXT"])
+        for p in pending:
+            click.echo(f"detected in message #{p['from_seq']}, recorded at the next "
+                       f"compaction: {p['text']}")
+
+    output({"conversation_id": conversation_id, "branch": branch, "constraints": found,
+            "detected_not_recorded": pending}, as_json, human)
 
 
 @constraints.command()
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.argument("text")
-@_BRANCH
+@branch_option()
 @click.option("--replaces", type=int, metavar="SEQ", help="Edit: replace this constraint.")
-@_JSON
+@json_option()
 @pass_context
 def add(ctx: Context, conversation_id: str, text: str, branch: str, replaces: int | None,
         as_json: bool) -> None:
     """Add a standing instruction (applies from the next turn)."""
     item = add_constraint(_checked(ctx, conversation_id, branch), conversation_id, text, branch,
                           replaces=replaces, max_bytes=ctx.settings.max_message_bytes)
-    if as_json:
-        emit_json(item.to_json())
-    else:
-        click.echo(f"constraint #{item.seq} added" + (f", replacing #{replaces}"
-                                                       if replaces is not None else ""))
+    output(item.to_json(), as_json, f"constraint #{item.seq} added"
+           + (f", replacing #{replaces}" if replaces is not None else ""))
 
 
 @constraints.command()
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.argument("seq", type=int)
-@_BRANCH
-@_JSON
+@branch_option()
+@yes_option()
+@json_option()
 @pass_context
-def remove(ctx: Context, conversation_id: str, seq: int, branch: str, as_json: bool) -> None:
-    """Withdraw a constraint (the log keeps it; it stops applying from the next turn)."""
-    item = remove_constraint(_checked(ctx, conversation_id, branch), conversation_id, seq, branch)
-    if as_json:
-        emit_json(item.to_json())
-    else:
-        click.echo(f"constraint #{seq} removed")
-
-
-def _checked(ctx: Context, conversation_id: str, branch: str) -> Store:
-    store = ctx.store()
-    store.conversation(conversation_id)
-    store.head(conversation_id, branch)  # an unknown branch fails here
-    return store
+def delete(ctx: Context, conversation_id: str, seq: int, branch: str, yes: bool,
+           as_json: bool) -> None:
+    """Withdraw a constraint: it stops applying from the next turn; the log keeps it."""
+    store = _checked(ctx, conversation_id, branch)
+    found = [c for c in active(store.history(conversation_id, branch)) if c.seq == seq]
+    if found:  # a seq that is not an active constraint is refused below, before any write
+        confirm(f"delete constraint #{seq} ({one_line(found[0].text, 50)})", yes)
+    item = remove_constraint(store, conversation_id, seq, branch)
+    output(item.to_json(), as_json, f"constraint #{seq} deleted; the log keeps it")
 
 
 @click.group()
@@ -202,25 +218,27 @@ def state() -> None:
 
 @state.command("show")
 @click.argument("conversation_id", metavar="CONVERSATION")
-@_BRANCH
-@_JSON
+@branch_option()
+@json_option()
 @pass_context
 def state_show(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> None:
     """The newest working state (what the tail of the next turn shows)."""
     current = state_of(_checked(ctx, conversation_id, branch).history(conversation_id, branch))
-    if as_json:
-        emit_json(current.to_json())
-    elif current.empty:
-        click.echo("no working state yet; set one with: threadline state update", err=True)
-    else:
-        click.echo(current.render())
+
+    def human() -> None:
+        if current.empty:
+            click.echo("no working state yet; set one with: threadline state update", err=True)
+        else:
+            click.echo(current.render())
+
+    output(current.to_json(), as_json, human)
 
 
 @state.command("update")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.argument("changes", metavar="JSON")
-@_BRANCH
-@_JSON
+@branch_option()
+@json_option()
 @pass_context
 def state_update(ctx: Context, conversation_id: str, changes: str, branch: str,
                  as_json: bool) -> None:
@@ -236,7 +254,4 @@ def state_update(ctx: Context, conversation_id: str, changes: str, branch: str,
         raise InputError("the changes must be a JSON object", hint='e.g. \'{"goal": "Ship v2"}\'')
     store = _checked(ctx, conversation_id, branch)
     new = update_state(store, conversation_id, parsed, branch)
-    if as_json:
-        emit_json(new.to_json())
-    else:
-        click.echo(new.render())
+    output(new.to_json(), as_json, new.render())

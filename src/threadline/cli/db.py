@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from threadline.cli._common import Context, emit_json, pass_context
+from threadline.cli._common import Context, json_option, output, pass_context
 from threadline.settings import Settings
 from threadline.stores import SQLiteStore, postgres_backend
 from threadline.stores.migrations import SchemaStatus
@@ -21,21 +21,18 @@ def db() -> None:
 
 
 @db.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def status(ctx: Context, as_json: bool) -> None:
     """Show the schema version applied and what is pending."""
     found = _status(ctx.settings)
-    if as_json:
-        emit_json(found.to_json())
-        return
     pending = ", ".join(map(str, found.pending)) or "none"
-    click.echo(f"{found.backend} {found.where}: schema version {found.version} of "
-               f"{found.latest}; pending: {pending}")
+    output(found.to_json(), as_json, f"{found.backend} {found.where}: schema version "
+           f"{found.version} of {found.latest}; pending: {pending}")
 
 
 @db.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def migrate(ctx: Context, as_json: bool) -> None:
     """Apply pending schema migrations (each exactly once, even if run twice at once)."""
@@ -47,11 +44,9 @@ def migrate(ctx: Context, as_json: bool) -> None:
         SQLiteStore(settings.db_path, durability=settings.durability).close()
         found = _status(settings)
         applied = list(range(before.version + 1, found.version + 1))
-    if as_json:
-        emit_json({**found.to_json(), "applied": applied})
-        return
     done = "applied " + ", ".join(map(str, applied)) if applied else "nothing to apply"
-    click.echo(f"{found.backend} {found.where}: at schema version {found.version} ({done})")
+    output({**found.to_json(), "applied": applied}, as_json,
+           f"{found.backend} {found.where}: at schema version {found.version} ({done})")
 
 
 def _status(settings: Settings) -> SchemaStatus:

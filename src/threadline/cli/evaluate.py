@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from threadline.cache.tokens import default_tokenizer
-from threadline.cli._common import Context, emit_json, pass_context
+from threadline.cli._common import Context, json_option, output, pass_context
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
 from threadline.cli.rewrite import canard
 from threadline.eval.locomo import evaluate, load_locomo, model_extraction
@@ -40,7 +40,7 @@ eval_.add_command(canard)
                    "is schema-valid.")
 @click.option("--extract-limit", type=click.IntRange(1), default=50, show_default=True,
               help="Turns the model extractor reads (it is slow on a CPU).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def locomo(ctx: Context, file: Path, k: int, window: int, threshold: float | None,
            dense: bool, limit: int | None, model_name: str | None, extract_limit: int,
@@ -60,10 +60,7 @@ def locomo(ctx: Context, file: Path, k: int, window: int, threshold: float | Non
     if model_name is not None:
         report["model_extraction"] = model_extraction(samples, ctx.model(model_name),
                                                       limit=extract_limit, progress=progress)
-    if as_json:
-        emit_json(report)
-        return
-    _print(report)
+    output(report, as_json, lambda: _print(report))
 
 
 def _print(report: dict[str, Any]) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from threadline.cli._common import Context, emit_json, pass_context
-from threadline.interop.importers import FORMATS, import_transcripts
+from threadline.cli._common import Context, json_option, output, pass_context
+from threadline.interop.importers import FORMATS, ImportReport, import_transcripts
 
 
 @click.command("import")
@@ -17,7 +17,7 @@ from threadline.interop.importers import FORMATS, import_transcripts
                                         allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
               help="The transcript format of FILE.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
+@json_option("Print a JSON report.")
 @pass_context
 def import_(ctx: Context, file: str, fmt: str, as_json: bool) -> None:
     """Create conversations from another system's transcripts (FILE, or - for stdin).
@@ -36,16 +36,16 @@ def import_(ctx: Context, file: str, fmt: str, as_json: bool) -> None:
             store, data, fmt, max_message_bytes=ctx.settings.max_message_bytes,
             source=None if file == "-" else str(Path(file).resolve()),
             progress=progress.update if progress is not None else None)
-    if as_json:
-        emit_json(report.to_json())
-    else:
-        for entry in report.imported:
-            origin = f" (id {entry['source_id']})" if entry["source_id"] else ""
-            click.echo(f"{entry['conversation_id']}  {entry['where']}{origin}, "
-                       f"{entry['items']} items")
-        for bad in report.skipped:
-            click.echo(f"skipped {bad.where}: {bad.error}", err=True)
-        click.echo(f"imported {len(report.imported)} conversations; "
-                   f"{len(report.already_imported)} already imported; "
-                   f"{len(report.skipped)} skipped", err=True)
+    output(report.to_json(), as_json, lambda: _print(report))
     click.get_current_context().exit(2 if report.skipped else 0)
+
+
+def _print(report: ImportReport) -> None:
+    for entry in report.imported:
+        origin = f" (id {entry['source_id']})" if entry["source_id"] else ""
+        click.echo(f"{entry['conversation_id']}  {entry['where']}{origin}, {entry['items']} items")
+    for bad in report.skipped:
+        click.echo(f"skipped {bad.where}: {bad.error}", err=True)
+    click.echo(f"imported {len(report.imported)} conversations; "
+               f"{len(report.already_imported)} already imported; "
+               f"{len(report.skipped)} skipped", err=True)

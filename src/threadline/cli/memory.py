@@ -1,5 +1,5 @@
-"""``threadline memory list|show|add|edit|delete|export|import|purge`` and ``threadline
-forget``: what is remembered about a user, under the user's control."""
+"""``threadline memory list|show|add|edit|delete|export|import|learn|recall|jobs``: what is
+remembered about a user, under the user's control."""
 
 from __future__ import annotations
 
@@ -9,7 +9,19 @@ from pathlib import Path
 
 import click
 
-from threadline.cli._common import Context, emit_json, one_line, pass_context, table
+from threadline.cli._common import (
+    Context,
+    confirm,
+    emit_json,
+    json_option,
+    model_option,
+    one_line,
+    output,
+    pass_context,
+    table,
+    user_option,
+    yes_option,
+)
 from threadline.errors import InputError
 from threadline.items import format_time
 from threadline.memory import MemoryEntry, MemoryKind, NewMemory, Source
@@ -21,10 +33,7 @@ from threadline.memory.transfer import (
     write_atomically,
 )
 from threadline.memory.writer import MemoryWriter
-from threadline.models import MODELS
 
-_USER = click.option("--user", "user_id", required=True, metavar="U", help="Whose memory.")
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 # how recall scores, shared with threadline eval locomo
 RECALL_THRESHOLD = click.option(
     "--threshold", type=click.FloatRange(0, 1),
@@ -33,14 +42,6 @@ RECALL_THRESHOLD = click.option(
 RECALL_DENSE = click.option(
     "--dense", is_flag=True, help="Recall with embeddings too (the dense extra; also "
                                   "THREADLINE_MEMORY_DENSE=1).")
-
-
-def _written(entry: MemoryEntry, as_json: bool) -> None:
-    """What add and edit print: the entry as JSON, or its id."""
-    if as_json:
-        emit_json(entry.to_json())
-    else:
-        click.echo(entry.id)
 
 
 def _when(value: str | None) -> datetime | None:
@@ -59,17 +60,18 @@ def memory() -> None:
 
 
 @memory.command(name="list")
-@_USER
+@user_option()
 @click.option("--all", "everything", is_flag=True,
               help="Also revised, withdrawn, expired and past entries.")
-@_JSON
+@json_option()
 @pass_context
 def list_(ctx: Context, user_id: str, everything: bool, as_json: bool) -> None:
     """List a user's memory entries (current ones unless --all)."""
     entries = ctx.memory().entries(user_id, history=everything)
-    if as_json:
-        emit_json([e.to_json() for e in entries])
-        return
+    output([e.to_json() for e in entries], as_json, lambda: _list(user_id, entries))
+
+
+def _list(user_id: str, entries: list[MemoryEntry]) -> None:
     if not entries:
         click.echo(f"nothing remembered about {user_id}")
         return
@@ -79,32 +81,29 @@ def list_(ctx: Context, user_id: str, everything: bool, as_json: bool) -> None:
 
 
 @memory.command()
-@click.argument("entry_id", metavar="ID")
-@_USER
-@_JSON
+@click.argument("entry_id", metavar="ENTRY")
+@user_option()
+@json_option()
 @pass_context
 def show(ctx: Context, entry_id: str, user_id: str, as_json: bool) -> None:
     """One entry with its provenance and history links."""
-    entry = ctx.memory().get(user_id, entry_id)
-    if as_json:
-        emit_json(entry.to_json())
-        return
-    for key, value in entry.to_json().items():
-        if value not in (None, []):
-            click.echo(f"{key:>15}: {value}")
+    shown = ctx.memory().get(user_id, entry_id).to_json()
+    output(shown, as_json, "\n".join(f"{key:>15}: {value}" for key, value in shown.items()
+                                      if value not in (None, [])))
 
 
 @memory.command()
 @click.argument("text")
-@_USER
+@user_option()
 @click.option("--kind", type=click.Choice([k.value for k in MemoryKind]), default="fact",
               show_default=True)
 @click.option("--source", type=click.Choice([s.value for s in Source]),
               default="user_stated", show_default=True)
 @click.option("--valid-from", metavar="DATE")
 @click.option("--valid-to", metavar="DATE")
-@click.option("--expires", metavar="DATE", help="Delete it then (the retention purge).")
-@_JSON
+@click.option("--expires", metavar="DATE",
+              help="Delete it then (memory delete --expired, the retention job).")
+@json_option()
 @pass_context
 def add(ctx: Context, text: str, user_id: str, kind: str, source: str,
         valid_from: str | None, valid_to: str | None, expires: str | None,
@@ -113,14 +112,14 @@ def add(ctx: Context, text: str, user_id: str, kind: str, source: str,
     entry = ctx.memory().add(user_id, NewMemory(
         text, MemoryKind(kind), Source(source), valid_from=_when(valid_from),
         valid_to=_when(valid_to), expires_at=_when(expires)))
-    _written(entry, as_json)
+    output(entry.to_json(), as_json, entry.id)
 
 
 @memory.command()
-@click.argument("entry_id", metavar="ID")
+@click.argument("entry_id", metavar="ENTRY")
 @click.argument("text")
-@_USER
-@_JSON
+@user_option()
+@json_option()
 @pass_context
 def edit(ctx: Context, entry_id: str, text: str, user_id: str, as_json: bool) -> None:
     """Correct an entry: the old text is kept as history, the new one is user-stated."""
@@ -129,21 +128,61 @@ def edit(ctx: Context, entry_id: str, text: str, user_id: str, as_json: bool) ->
     entry = store.update(user_id, entry_id, NewMemory(
         text, old.kind, Source.USER_STATED, old.conversation_id, old.item_seqs,
         old.valid_from, old.valid_to, old.expires_at), reason="edited by the user")
-    _written(entry, as_json)
+    output(entry.to_json(), as_json, entry.id)
 
 
 @memory.command()
-@click.argument("entry_id", metavar="ID")
-@_USER
+@click.argument("entry_id", metavar="[ENTRY]", required=False)
+@user_option("Whose memory (with ENTRY or --all).", required=False)
+@click.option("--all", "everything", is_flag=True,
+              help="Everything remembered about U, history included (what memory list --all "
+                   "shows), and the writer's queue for U.")
+@click.option("--expired", is_flag=True,
+              help="Every user's entries past their --expires date: the retention job, to "
+                   "run on a schedule.")
+@yes_option()
+@json_option()
 @pass_context
-def delete(ctx: Context, entry_id: str, user_id: str) -> None:
-    """Delete an entry for real, with the entries it replaced."""
-    ctx.memory().delete(user_id, entry_id)
-    click.echo(f"deleted {entry_id}")
+def delete(ctx: Context, entry_id: str | None, user_id: str | None, everything: bool,
+           expired: bool, yes: bool, as_json: bool) -> None:
+    """Delete memory for real: one ENTRY (with the entries it replaced), --all of a user's,
+    or every user's --expired entries.
+
+    Forgetting a user is --all, not a verb of its own: removal is always delete, and --all
+    deletes exactly what memory list --all shows."""
+    if (entry_id is not None) + everything + expired != 1:
+        raise InputError("say what to delete: an ENTRY, --all or --expired (one of them); "
+                         "nothing was deleted",
+                         hint="e.g. threadline memory delete --user U ENTRY")
+    store = ctx.memory()
+    if expired:
+        if user_id is not None:
+            raise InputError("--expired deletes every user's expired entries; it takes no "
+                             "--user; nothing was deleted")
+        confirm("delete every user's expired memory entries", yes)
+        deleted = store.purge_expired()
+        output({"deleted": deleted}, as_json, f"deleted {deleted} expired entries")
+        return
+    if user_id is None:
+        which = "--all" if everything else "ENTRY"
+        raise InputError(f"{which} needs --user U; nothing was deleted",
+                         hint=f"e.g. threadline memory delete --user U {which}")
+    if everything:
+        count = len(store.entries(user_id, history=True))
+        confirm(f"delete everything remembered about {user_id} ({count} entries)", yes)
+        gone = store.forget(user_id)
+        output({"user_id": user_id, "deleted": gone}, as_json,
+               f"deleted everything remembered about {user_id}: {gone} entries")
+        return
+    assert entry_id is not None
+    entry = store.get(user_id, entry_id)  # an unknown entry fails before the question
+    confirm(f"delete memory entry {entry_id} of {user_id} ({one_line(entry.text, 50)})", yes)
+    store.delete(user_id, entry_id)
+    output({"user_id": user_id, "deleted": entry_id}, as_json, f"deleted {entry_id}")
 
 
 @memory.command()
-@_USER
+@user_option()
 @click.option("--out", type=click.Path(path_type=Path), metavar="FILE",
               help="Write the JSON to FILE instead of standard output.")
 @click.option("--dir", "directory", type=click.Path(path_type=Path), metavar="DIR",
@@ -173,11 +212,11 @@ def export(ctx: Context, user_id: str, out: Path | None, directory: Path | None,
 
 @memory.command(name="import")
 @click.argument("file", type=click.Path(path_type=Path), metavar="FILE")
-@_USER
+@user_option()
 @click.option("--trust", is_flag=True,
               help="Keep each entry's recorded source (and so its trust) instead of "
                    "marking it imported.")
-@_JSON
+@json_option()
 @pass_context
 def import_memory(ctx: Context, file: Path, user_id: str, trust: bool, as_json: bool) -> None:
     """Add the current entries of a memory export (FILE) to a user's memory.
@@ -189,46 +228,17 @@ def import_memory(ctx: Context, file: Path, user_id: str, trust: bool, as_json: 
     plan = read_import(file, user_id, now=store.clock(), trust=trust,
                        max_text_bytes=store.max_text_bytes)
     added = store.add_many(user_id, plan.memories)
-    if as_json:
-        emit_json({"user_id": user_id, "imported": len(added), "skipped": plan.skipped,
-                   "entries": [e.id for e in added]})
-        return
-    click.echo(f"imported {len(added)} entries for {user_id} "
-               f"({plan.skipped} history entries skipped)")
-
-
-@memory.command()
-@_JSON
-@pass_context
-def purge(ctx: Context, as_json: bool) -> None:
-    """Delete every user's expired entries, for real (the retention job).
-
-    Entries expire at the date given with --expires; run this on a schedule."""
-    deleted = ctx.memory().purge_expired()
-    if as_json:
-        emit_json({"deleted": deleted})
-        return
-    click.echo(f"deleted {deleted} expired entries")
-
-
-@click.command()
-@_USER
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@pass_context
-def forget(ctx: Context, user_id: str, yes: bool) -> None:
-    """Delete everything remembered about a user."""
-    if not yes:
-        click.confirm(f"delete everything remembered about {user_id}?", abort=True)
-    gone = ctx.memory().forget(user_id)
-    click.echo(f"forgot {user_id}: {gone} entries deleted")
+    output({"user_id": user_id, "imported": len(added), "skipped": plan.skipped,
+            "entries": [e.id for e in added]}, as_json,
+           f"imported {len(added)} entries for {user_id} ({plan.skipped} history entries "
+           "skipped)")
 
 
 @memory.command()
 @click.option("--limit", type=click.IntRange(1), default=1000, show_default=True)
-@click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
-              help="Also ask this model for the facts in each message (its JSON is "
-                   "schema-checked, and a fact must quote the user). Default: rules only.")
-@_JSON
+@model_option("Also ask this model for the facts in each message (its JSON is schema-checked, "
+              "and a fact must quote the user).", default="rules only")
+@json_option()
 @pass_context
 def learn(ctx: Context, limit: int, model_name: str | None, as_json: bool) -> None:
     """Run the memory writer over the queued messages (turns sent with --user), then the
@@ -238,47 +248,47 @@ def learn(ctx: Context, limit: int, model_name: str | None, as_json: bool) -> No
     writer = MemoryWriter(store, ctx.memory(), model=model, vectors=ctx.vectors())
     done = writer.run(limit)
     stats = writer.stats()
-    if as_json:
-        emit_json({"learned_from": done, **stats})
-        return
-    click.echo(f"learned from {done} messages; decisions so far: "
-               f"{', '.join(f'{k} {v}' for k, v in sorted(stats['decisions'].items())) or '—'}")
-    if stats["model_outputs"]:
-        click.echo(f"model extraction: {stats['schema_valid']} of {stats['model_outputs']} "
-                   f"answers schema-valid ({stats['schema_validity_rate']:.0%})")
+
+    def human() -> None:
+        decisions = ", ".join(f"{k} {v}" for k, v in sorted(stats["decisions"].items()))
+        click.echo(f"learned from {done} messages; decisions so far: {decisions or '—'}")
+        if stats["model_outputs"]:
+            click.echo(f"model extraction: {stats['schema_valid']} of "
+                       f"{stats['model_outputs']} answers schema-valid "
+                       f"({stats['schema_validity_rate']:.0%})")
+
+    output({"learned_from": done, **stats}, as_json, human)
 
 
 @memory.command()
 @click.argument("text")
-@_USER
+@user_option()
 @click.option("--k", "k", type=click.IntRange(1), default=K, show_default=True)
 @RECALL_THRESHOLD
 @RECALL_DENSE
-@_JSON
+@json_option()
 @pass_context
 def recall(ctx: Context, text: str, user_id: str, k: int, threshold: float | None,
            dense: bool, as_json: bool) -> None:
     """What a turn sent by the user with TEXT would recall: the entries, their scores and
     provenance, exactly as the model would be shown them."""
     found = ctx.recall(k=k, threshold=threshold, dense=dense).recall(user_id, text)
-    if as_json:
-        emit_json({**found.to_json(), "text": found.render()})
-        return
-    click.echo(found.render())
+    output({**found.to_json(), "text": found.render()}, as_json, found.render())
 
 
 @memory.command()
 @click.option("--status", type=click.Choice(["pending", "done", "failed"]))
-@_JSON
+@json_option()
 @pass_context
 def jobs(ctx: Context, status: str | None, as_json: bool) -> None:
     """The writer's queue, with what its gate decided for each message."""
     store = ctx.store()
     found = MemoryWriter(store, ctx.memory()).jobs(status)
-    if as_json:
-        emit_json(found)
-        return
-    for job in found:
-        decided = ", ".join(d["decision"] for d in job["decisions"] or []) or "—"
-        click.echo(f"{job['conversation_id']}#{job['seq']} {job['user_id']} {job['status']} "
-                   f"(attempts {job['attempts']}): {decided}")
+
+    def human() -> None:
+        for job in found:
+            decided = ", ".join(d["decision"] for d in job["decisions"] or []) or "—"
+            click.echo(f"{job['conversation_id']}#{job['seq']} {job['user_id']} "
+                       f"{job['status']} (attempts {job['attempts']}): {decided}")
+
+    output(found, as_json, human)

@@ -12,15 +12,21 @@ from typing import Any
 
 import click
 
-from threadline.cli._common import Context, emit_json, pass_context
+from threadline.cli._common import (
+    Context,
+    branch_option,
+    json_option,
+    model_option,
+    output,
+    pass_context,
+)
 from threadline.eval.canard import Attempt, Example, load_canard, score, timed
-from threadline.models import MODELS
 from threadline.providers.query import rewrite as standalone_rewrite
 from threadline.rewrite import DEFAULT_DEADLINE_S, DETERMINISTIC, race
 from threadline.rewrite.deterministic import rewrite as carry
 from threadline.rewrite.model import model_rewriter
-from threadline.stores import MAIN
 
+_REWRITER = model_option("The model rewriter's backend.")
 _DEADLINE = click.option("--deadline", type=click.FloatRange(0.001, 60), default=DEFAULT_DEADLINE_S,
                          show_default=True, help="Seconds before the raw message is used.")
 
@@ -28,41 +34,42 @@ _DEADLINE = click.option("--deadline", type=click.FloatRange(0.001, 60), default
 @click.command()
 @click.argument("text")
 @click.option("--conversation", "conversation_id", required=True, metavar="ID")
-@click.option("--branch", default=MAIN, show_default=True)
-@click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
-              help="The model rewriter's backend. Default: $THREADLINE_MODEL, else local.")
+@branch_option()
+@_REWRITER
 @click.option("--no-model", is_flag=True, help="Only the deterministic rewriter.")
 @_DEADLINE
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def rewrite(ctx: Context, text: str, conversation_id: str, branch: str,
             model_name: str | None, no_model: bool, deadline: float, as_json: bool) -> None:
-    """Rewrite a follow-up into a standalone query, given a conversation."""
+    """Rewrite a follow-up into a standalone query, given a conversation.
+
+    The query is what corpus search and memory recall use; nothing is saved."""
     store = ctx.store()
     store.conversation(conversation_id)
     store.head(conversation_id, branch)  # unknown ids fail before a model loads
     engine = ctx.engine(ctx.model("scripted" if no_model else model_name))
     result = standalone_rewrite(engine, conversation_id, text, branch, deadline_s=deadline,
                                 use_model=not no_model)
-    if as_json:
-        emit_json(result.to_json())
-        return
-    click.echo(result.rewritten)
-    why = f", raw because: {result.fallback}" if result.fallback else ""
-    click.echo(f"[{result.winner}, {result.latency_ms:.1f} ms{why}; preserved: "
-               f"{', '.join(result.preserved) or 'nothing'}]", err=True)
+
+    def human() -> None:
+        click.echo(result.rewritten)
+        why = f", raw because: {result.fallback}" if result.fallback else ""
+        click.echo(f"[{result.winner}, {result.latency_ms:.1f} ms{why}; preserved: "
+                   f"{', '.join(result.preserved) or 'nothing'}]", err=True)
+
+    output(result.to_json(), as_json, human)
 
 
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--limit", type=click.IntRange(1), help="Only the first N examples.")
-@click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
-              help="The model rewriter's backend. Default: $THREADLINE_MODEL, else local.")
+@_REWRITER
 @click.option("--model-limit", type=click.IntRange(0), default=100, show_default=True,
               help="Examples for the model rewriter alone (it is slow on a CPU); the race "
                    "runs on all. 0 skips both.")
 @_DEADLINE
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @pass_context
 def canard(ctx: Context, file: Path, limit: int | None, model_name: str | None,
            model_limit: int, deadline: float, as_json: bool) -> None:
@@ -84,10 +91,12 @@ def canard(ctx: Context, file: Path, limit: int | None, model_name: str | None,
     for name, (chosen, attempt) in attempts.items():
         with _progress(name, len(chosen), quiet=as_json) as step:
             report["rewriters"][name] = score(chosen, attempt, step)
-    if as_json:
-        emit_json(report)
-        return
-    click.echo(f"{file}: {len(examples)} examples (the model alone: {len(subset)})")
+    output(report, as_json, lambda: _print_canard(report, len(subset)))
+
+
+def _print_canard(report: dict[str, Any], model_examples: int) -> None:
+    click.echo(f"{report['file']}: {report['examples']} examples (the model alone: "
+               f"{model_examples})")
     click.echo(f"{'rewriter':<14} {'n':>5} {'recall':>7} {'no-op':>7} {'preserve':>9} "
                f"{'p50 ms':>9} {'p99 ms':>9} {'raw':>6}")
     for name, row in report["rewriters"].items():

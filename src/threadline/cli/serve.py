@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import click
 
-from threadline.cli._common import Context, pass_context
+from threadline.cli._common import Context, model_option, pass_context
 from threadline.errors import InputError
-from threadline.models import MODELS
 
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
-@click.option("--model", "model_name", type=click.Choice(sorted(MODELS)),
-              help="Model backend. Default: $THREADLINE_MODEL, else local.")
+@model_option()
 @pass_context
 def serve(ctx: Context, host: str, port: int, model_name: str | None) -> None:
     """Serve conversations over HTTP (OpenAPI spec at /openapi.json, docs at /docs)."""

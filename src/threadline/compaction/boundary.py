@@ -2,9 +2,9 @@
 
 The natural moment to summarise is when a task is finished, not every N turns: what the
 finished task needed verbatim, the next one mostly does not. A boundary is either explicit
-(``Engine.compact(boundary=True)``, ``threadline compact --boundary``) or detected in the
-user's next message by the phrases people use to change task ("new task:", "moving on",
-"different question", "that's solved, now…").
+(``Compaction.compact(engine, conversation, boundary=True)``, ``threadline conversations
+compact --boundary``) or detected in the user's next message by the phrases people use to
+change task ("new task:", "moving on", "different question", "that's solved, now…").
 """
 
 from __future__ import annotations
