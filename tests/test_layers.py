@@ -5,6 +5,7 @@ it, and the doc to the test."""
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -128,3 +129,35 @@ def test_the_graph_is_read_from_real_imports() -> None:
     assert "threadline.turn.assemble" in graph["threadline.engine"]
     assert "threadline.items" in graph["threadline.request"]
     assert len(graph) > 100 and sum(len(i) for i in graph.values()) > 400
+
+
+SQL = re.compile(r"\b(?:SELECT\s.+\sFROM|INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+\w+\s+SET|"
+                 r"CREATE\s+(?:TABLE|INDEX|TRIGGER|VIRTUAL))\b", re.IGNORECASE | re.DOTALL)
+STORE_CLASSES = {"SQLiteStore", "PostgresStore", "RelationalStore"}
+
+
+def _outside_stores() -> list[Path]:
+    return [path for path in SOURCE.rglob("*.py")
+            if path.relative_to(SOURCE).parts[0] != "stores"]
+
+
+def test_no_sql_outside_the_stores() -> None:
+    found = []
+    for path in _outside_stores():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and SQL.search(node.value):
+                found.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
+    assert found == [], "SQL belongs under stores/, behind a protocol"
+    assert SQL.search("SELECT id FROM memory_entries WHERE user_id = ?")  # the check sees SQL
+
+
+def test_no_isinstance_on_a_store_class_outside_the_stores() -> None:
+    found = []
+    for path in _outside_stores():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" \
+                    and len(node.args) == 2 and STORE_CLASSES & {
+                        n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}:
+                found.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
+    assert found == [], "ask the Store protocol (store.memory, store.corpora) instead"

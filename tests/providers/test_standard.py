@@ -78,3 +78,30 @@ def test_a_store_without_memory_gets_no_memory_parts(store: SQLiteStore) -> None
     engine = standard_engine(store, ScriptedModel(), recall=False)
     assert [type(p) for p in engine.providers] == [WorkingStateProvider]
     assert [type(h) for h in engine.hooks] == [MemoryQueue]  # still learned from later
+
+
+def test_an_edit_searches_recalls_and_is_learned_from_like_a_new_message(
+        store: SQLiteStore) -> None:
+    from threadline.memory.writer import MemoryWriter
+    from threadline.turn.input import TurnInput
+
+    corpora = Corpus(store)
+    corpora.add("notes", [Document("trip.md", "The Lisbon trip is booked for May.")])
+    memory = MemoryStore(store)
+    memory.add("ann", NewMemory("I am flying to Lisbon in May"))
+    engine = standard_engine(store, ScriptedModel(), corpora=corpora)
+    first = engine.run_turn("When is the Porto trip?")
+    edited = engine.edit(first.conversation_id, first.message.seq, TurnInput(
+        "When am I flying to Lisbon? I live in Oslo.", user_id="ann",
+        options=(CorpusSearch("notes"),)))
+    kinds = [i.kind for i in store.history(first.conversation_id, edited.branch)]
+    assert kinds == [ItemKind.USER, ItemKind.RETRIEVAL, ItemKind.RECALL, ItemKind.ASSISTANT]
+    history = store.history(first.conversation_id, edited.branch)
+    assert history[1].content["passages"][0]["source"] == "trip.md"
+    assert [m["text"] for m in history[2].content["memories"]] == [
+        "I am flying to Lisbon in May"]
+    writer = MemoryWriter(store, memory)
+    assert [(j["conversation_id"], j["seq"]) for j in writer.jobs()] == [
+        (first.conversation_id, edited.message.seq)]  # queued: the writer learns from it
+    writer.run()
+    assert "I live in Oslo" in [e.text for e in memory.entries("ann")]
