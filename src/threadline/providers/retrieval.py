@@ -92,8 +92,6 @@ class RetrievalProvider(Provider):
 
     # -- as a turn hook: keep each new answer for the next time the question is asked ------
 
-    uses_user = False
-
     def after_turn(self, event: TurnEvent) -> None:
         search = event.turn.option(CorpusSearch)
         result = event.result
