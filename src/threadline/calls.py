@@ -236,6 +236,13 @@ class ModelCall:
     prefix: Mapping[str, Any] | None = None  # the PrefixReport, as JSON (cache/prefix.py)
     purpose: str = "turn"  # or a side call: "compaction" (constraint extraction)
 
+    @property
+    def reused_from(self) -> str | None:
+        """Where the reused prompt tokens came from, where the backend says: the embedded
+        model's ``context``, ``memory`` or ``disk`` (a restored KV snapshot), or ``none``."""
+        found = self.response.get("reused_from")
+        return None if found is None else str(found)
+
     def to_json(self, *, with_request: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
             "call_id": self.id, "conversation_id": self.conversation_id, "branch": self.branch,

@@ -47,10 +47,17 @@ class Settings:
     # the "openai" model: an OpenAI-compatible endpoint (or several, for affinity routing)
     openai_base_urls: tuple[str, ...] = ()
     openai_model: str | None = None
+    # the local model's KV snapshots: in memory, and on disk under home/kv (0: no such tier)
+    kv_memory_bytes: int = 256 * 2**20
+    kv_disk_bytes: int = 2 * 2**30
 
     @property
     def db_path(self) -> Path:
         return self.home / "threadline.db"
+
+    @property
+    def kv_dir(self) -> Path:
+        return self.home / "kv"
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -83,6 +90,11 @@ class Settings:
             settings = settings.with_(time_in_context=_flag(value))
         if value := environ.get("THREADLINE_MEMORY_DENSE"):
             settings = settings.with_(memory_dense=_flag(value))
+        if value := environ.get("THREADLINE_KV_MEMORY_MB"):
+            settings = settings.with_(kv_memory_bytes=_megabytes("THREADLINE_KV_MEMORY_MB",
+                                                                 value))
+        if value := environ.get("THREADLINE_KV_DISK_MB"):
+            settings = settings.with_(kv_disk_bytes=_megabytes("THREADLINE_KV_DISK_MB", value))
         return settings
 
 
@@ -106,6 +118,17 @@ def _positive_int(name: str, value: str) -> int:
     if number <= 0:
         raise InputError(f"{name} must be a positive integer; got {value!r}")
     return number
+
+
+def _megabytes(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise InputError(f"{name} must be a whole number of megabytes (0 turns it off); got "
+                         f"{value!r}")
+    return number * 2**20
 
 
 def available_cores() -> int:

@@ -85,13 +85,21 @@ def test_the_cli_runs_a_turn_with_the_local_model_across_processes(tmp_path: Pat
         return dict(json.loads(run.stdout))
 
     first = once("Say hello.")
+    assert first["reused_from"] == "none"
     second = once("Say goodbye.", "--conversation", str(first["conversation_id"]))
     assert second["turn"] == 2 and second["reply"]
     usage = second["usage"]
     assert isinstance(usage, dict)
-    # a fresh process has a cold KV cache; the history itself came from the log
-    assert usage["cached_tokens"] == 0
+    # the history came from the log, and its KV state from the snapshot the first process
+    # left on disk: only the new tokens are prefilled
+    assert second["reused_from"] == "disk"
+    assert usage["cached_tokens"] >= first["usage"]["prompt_tokens"]  # type: ignore[index]
     assert usage["prompt_tokens"] > first["usage"]["prompt_tokens"]  # type: ignore[index]
+    # with the disk tier off, a new process is cold again
+    env["THREADLINE_KV_DISK_MB"] = "0"
+    cold = once("And again.", "--conversation", str(first["conversation_id"]))
+    assert cold["reused_from"] == "none"
+    assert cold["usage"]["cached_tokens"] == 0  # type: ignore[index]
 
 
 def test_the_rewrite_hop_races_the_local_model_and_never_stalls(local: LlamaCppModel,
@@ -104,3 +112,93 @@ def test_the_rewrite_hop_races_the_local_model_and_never_stalls(local: LlamaCppM
     assert "1898" in result.rewritten or result.winner == "raw"
     tight = rewrite(engine, cid, "And after that?", deadline_s=0.05)
     assert tight.latency_ms < 500
+
+
+# -- the KV cache: conversations that interleave, new processes, and restores never trusted --
+
+def _cached_model(folder: Path | None, *, memory: int = 256 << 20) -> LlamaCppModel:
+    from threadline.models.kv import KVCache
+
+    return LlamaCppModel(sampling=Sampling(temperature=0.0, max_tokens=16, seed=7),
+                         kv=lambda identity: KVCache(identity, memory_bytes=memory,
+                                                     folder=folder, disk_bytes=256 << 20))
+
+
+SYSTEM = "You are a careful assistant for a shipping company. " * 12
+
+
+def test_interleaved_conversations_each_get_their_own_prefix_back(store: SQLiteStore) -> None:
+    model = _cached_model(None)
+    engine = Engine(store, model, system=SYSTEM)
+    a = engine.run_turn("Where is parcel A-100?")
+    b = engine.run_turn("Where is parcel B-200?")  # shares the system prompt with a
+    assert b.call.reused_from == "context" and b.call.usage.cached_tokens > 100  # in place
+    again = engine.run_turn("And when will it arrive?", conversation_id=a.conversation_id)
+    call = store.call(again.call.id)
+    assert call.reused_from == "memory"
+    # a's own first call, prompt and reply, comes back: only the new message is prefilled
+    assert call.usage.cached_tokens >= a.call.usage.prompt_tokens
+    assert call.prefix is not None and call.prefix["reused_from"] == "memory"
+    assert call.response["kv"]["restored_tokens"] == call.usage.cached_tokens
+
+
+def test_the_output_after_a_restore_is_the_output_of_a_fresh_prefill(
+        store: SQLiteStore) -> None:
+    model = _cached_model(None)
+    engine = Engine(store, model, system=SYSTEM)
+    a = engine.run_turn("List three ports in Norway.")
+    engine.run_turn("List three ports in Chile.")
+    follow = engine.run_turn("And one in Iceland?", conversation_id=a.conversation_id)
+    assert follow.call.reused_from == "memory" and follow.call.usage.cached_tokens > 100
+    history = store.history(a.conversation_id)
+    shown = [i for i in history if i.seq <= follow.message.seq]
+    request = engine.assembler(a.conversation_id)(shown)  # what the restored call was sent
+    fresh = LlamaCppModel(sampling=Sampling(temperature=0.0, max_tokens=16, seed=7))
+    replay = fresh.complete(request)  # the same prompt, prefilled from nothing
+    assert replay.reused_from == "none"
+    assert replay.extra["tokens"] == store.call(follow.call.id).response["tokens"]
+    assert replay.sent.tokens == store.call(follow.call.id).request.tokens  # type: ignore[union-attr]
+
+
+def test_a_new_process_resumes_from_disk_and_a_bad_snapshot_never_fails_a_turn(
+        tmp_path: Path, store: SQLiteStore) -> None:
+    folder = tmp_path / "kv"
+    first = _cached_model(folder)
+    engine = Engine(store, first, system=SYSTEM)
+    a = engine.run_turn("Where is parcel A-100?")
+    first.close()  # its snapshot is on disk
+    second = _cached_model(folder, memory=0)
+    warm = Engine(store, second, system=SYSTEM).run_turn("Is it late?",
+                                                         conversation_id=a.conversation_id)
+    second.close()
+    assert warm.call.reused_from == "disk"
+    assert warm.call.usage.cached_tokens >= a.call.usage.prompt_tokens
+    restore_ms = store.call(warm.call.id).response["restore_ms"]
+    assert restore_ms is not None and restore_ms < warm.call.timings.ttft_ms  # type: ignore[operator]
+    # damage every snapshot on disk: the next process prefills from scratch, and answers
+    for path in folder.rglob("*.kv"):
+        path.write_bytes(path.read_bytes()[:-100])
+    cold = Engine(store, _cached_model(folder, memory=0), system=SYSTEM).run_turn(
+        "Thanks.", conversation_id=a.conversation_id)
+    assert cold.reply.text and cold.call.reused_from == "none"
+    assert cold.call.usage.cached_tokens == 0
+
+
+def test_a_snapshot_that_does_not_restore_is_dropped_for_a_fresh_prefill(
+        store: SQLiteStore) -> None:
+    from threadline.models.kv import Snapshot
+
+    model = _cached_model(None)
+    engine = Engine(store, model, system=SYSTEM)
+    a = engine.run_turn("Where is parcel A-100?")
+    assert model.kv is not None and model.kv.memory is not None
+    [kept] = list(model.kv.memory.index.entries.values())
+    good = model.kv.memory.get(kept.key)
+    assert good is not None
+    # the same tokens, a state that is not llama.cpp's: the restore is checked and refused
+    model.kv.memory.keep(Snapshot(good.identity, good.tokens, b"\0" * 64))
+    engine.run_turn("Something else entirely.")  # the context moves to another sequence
+    again = engine.run_turn("Is it late?", conversation_id=a.conversation_id)
+    call = store.call(again.call.id)
+    assert call.response["kv"].get("restore_failed") is True
+    assert call.reused_from == "none" and again.reply.text

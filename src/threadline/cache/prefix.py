@@ -114,6 +114,10 @@ class PrefixReport:
     divergence: Divergence | None
     layout: tuple[tuple[str, str, int, int], ...]  # (segment, stability, first msg, count)
     compaction_seq: int | None = None  # the newest compaction event the request went through
+    # where the backend found the tokens it reused (the embedded model: its context, or a KV
+    # snapshot restored from memory or disk), and how long restoring them took
+    reused_from: str | None = None
+    restore_ms: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -135,7 +139,7 @@ class PrefixReport:
         return self.cause in EXPECTED
 
     def to_json(self) -> dict[str, Any]:
-        return {"previous_call_id": self.previous_call_id, "prompt_bytes": self.prompt_bytes,
+        out = {"previous_call_id": self.previous_call_id, "prompt_bytes": self.prompt_bytes,
                 "reused_bytes": self.reused_bytes, "previous_bytes": self.previous_bytes,
                 "prompt_tokens": self.prompt_tokens, "reused_tokens": self.reused_tokens,
                 "previous_tokens": self.previous_tokens, "reused_blocks": self.reused_blocks,
@@ -146,6 +150,9 @@ class PrefixReport:
                 "layout": [{"segment": s, "stability": st, "start": i, "count": n}
                            for s, st, i, n in self.layout],
                 "compaction_seq": self.compaction_seq}
+        if self.reused_from is not None:
+            out.update(reused_from=self.reused_from, restore_ms=self.restore_ms)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PrefixReport:
@@ -160,7 +167,8 @@ class PrefixReport:
             divergence=None if d is None else Divergence(**d),
             layout=tuple((x["segment"], x["stability"], x["start"], x["count"])
                          for x in data["layout"]),
-            compaction_seq=data.get("compaction_seq"))
+            compaction_seq=data.get("compaction_seq"), reused_from=data.get("reused_from"),
+            restore_ms=data.get("restore_ms"))
 
 
 def layout_of(request: Request) -> tuple[tuple[str, str, int, int], ...]:

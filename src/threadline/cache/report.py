@@ -25,7 +25,7 @@ class CallReuse:
         return {"call_id": self.call.id, "branch": self.call.branch, "turn": self.call.turn,
                 "status": str(self.call.status), "prompt_tokens": usage.prompt_tokens,
                 "cached_tokens": usage.cached_tokens, "reused_tokens": self.reusable_tokens,
-                "reuse_estimated": self.estimated,
+                "reuse_estimated": self.estimated, "reused_from": self.call.reused_from,
                 "ratio": None if prefix is None else round(prefix.ratio, 4),
                 "best_ratio": None if prefix is None else round(prefix.best_ratio, 4),
                 "cause": None if prefix is None else str(prefix.cause),

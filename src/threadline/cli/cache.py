@@ -12,12 +12,59 @@ import click
 from threadline.cache.diagnose import Finding, TurnReuse, diagnose, parse_log
 from threadline.cache.pricing import profile
 from threadline.cache.report import CallReuse, chart, reuse_of
-from threadline.cli._common import Context, branch_option, json_option, output, pass_context, table
+from threadline.cli._common import (
+    Context,
+    branch_option,
+    confirm,
+    json_option,
+    output,
+    pass_context,
+    table,
+    yes_option,
+)
+from threadline.models.kv import tiers as kv_tiers
 
 
 @click.group()
 def cache() -> None:
-    """Prefix-cache reuse: reports and diagnosis."""
+    """Prefix-cache reuse: reports and diagnosis; the local model's KV snapshots."""
+
+
+@cache.command("stats")
+@json_option()
+@pass_context
+def stats(ctx: Context, as_json: bool) -> None:
+    """The local model's KV snapshots on disk: per model, how many and how many bytes,
+    against the budget (THREADLINE_KV_DISK_MB; memory: THREADLINE_KV_MEMORY_MB per process)."""
+    settings = ctx.settings
+    found = kv_tiers.usage(settings.kv_dir)
+    shown = {"folder": str(settings.kv_dir), "disk_budget_bytes": settings.kv_disk_bytes,
+             "memory_budget_bytes": settings.kv_memory_bytes,
+             "models": [f.to_json() for f in found],
+             "bytes": sum(f.bytes for f in found)}
+
+    def human() -> None:
+        click.echo(f"{shown['folder']}: {shown['bytes']:,} of {settings.kv_disk_bytes:,} bytes "
+                   f"on disk; up to {settings.kv_memory_bytes:,} in each process's memory")
+        if found:
+            table([[f.identity, str(f.snapshots), f"{f.bytes:,}", f.model or "-"]
+                   for f in found], ["IDENTITY", "SNAPSHOTS", "BYTES", "MODEL"])
+
+    output(shown, as_json, human)
+
+
+@cache.command("clear")
+@yes_option()
+@json_option()
+@pass_context
+def clear(ctx: Context, yes: bool, as_json: bool) -> None:
+    """Delete the local model's KV snapshots on disk (every model's). The next turn of each
+    conversation prefills its history again, once."""
+    folder = ctx.settings.kv_dir
+    confirm(f"delete every KV snapshot under {folder}", yes)
+    deleted = kv_tiers.clear(folder)
+    output({"folder": str(folder), "deleted": deleted}, as_json,
+           f"deleted {deleted} KV snapshots under {folder}")
 
 
 @cache.command("report")
@@ -50,11 +97,13 @@ def _print_report(shown: dict[str, Any], rows: list[CallReuse], misses: list[Cal
         return
     table([[str(r.call.turn), r.call.branch, str(r.call.usage.prompt_tokens),
             f"{'~' if r.estimated else ''}{r.reusable_tokens}", str(r.call.usage.cached_tokens),
+            r.call.reused_from or "-",
             "-" if r.prefix is None else f"{r.prefix.ratio:.0%}",
             "-" if r.prefix is None else f"{r.prefix.best_ratio:.0%}",
             f"{r.cost_usd:.4f}", "-" if r.prefix is None else str(r.prefix.cause)]
            for r in rows],
-          ["TURN", "BRANCH", "PROMPT", "REUSABLE", "CACHED", "RATIO", "BEST", "USD", "CAUSE"])
+          ["TURN", "BRANCH", "PROMPT", "REUSABLE", "CACHED", "FROM", "RATIO", "BEST", "USD",
+           "CAUSE"])
     click.echo()
     for line in chart(rows):
         click.echo(line)

@@ -41,9 +41,9 @@ def list_(ctx: Context, conversation_id: str, branch: str | None, as_json: bool)
 
 def _list(found: list[ModelCall]) -> None:
     table([[c.id, c.branch, str(c.turn), str(c.status), str(c.usage.prompt_tokens),
-            str(c.usage.cached_tokens), str(c.usage.completion_tokens), _ms(c.timings.ttft_ms),
-            _ms(c.timings.total_ms), c.model] for c in found],
-          ["CALL", "BRANCH", "TURN", "STATUS", "PROMPT", "CACHED", "OUTPUT", "TTFT_MS",
+            str(c.usage.cached_tokens), c.reused_from or "-", str(c.usage.completion_tokens),
+            _ms(c.timings.ttft_ms), _ms(c.timings.total_ms), c.model] for c in found],
+          ["CALL", "BRANCH", "TURN", "STATUS", "PROMPT", "CACHED", "FROM", "OUTPUT", "TTFT_MS",
            "TOTAL_MS", "MODEL"])
 
 

@@ -12,9 +12,14 @@ from threadline.settings import Settings
 
 
 def _local(settings: Settings) -> ModelBackend:
+    from threadline.models.kv import Identity, KVCache
     from threadline.models.llamacpp import LlamaCppModel
 
-    return LlamaCppModel(settings.model_path, threads=settings.threads)
+    def kv(identity: Identity) -> KVCache:
+        return KVCache(identity, memory_bytes=settings.kv_memory_bytes,
+                       folder=settings.kv_dir, disk_bytes=settings.kv_disk_bytes)
+
+    return LlamaCppModel(settings.model_path, threads=settings.threads, kv=kv)
 
 
 def _scripted(settings: Settings) -> ModelBackend:

@@ -52,9 +52,15 @@ class Completion:
     finish_reason: str  # "stop": ended its turn; "length": max_tokens; "tool_calls"
     extra: Mapping[str, Any] = field(default_factory=dict)  # backend-specific, recorded as-is
     tool_calls: tuple[RequestedCall, ...] = ()  # in the order the model asked for them
+    # where the cached prompt tokens came from, where the backend can tell: "context" (what
+    # it had evaluated last), "memory" or "disk" (a restored KV snapshot), "none"
+    reused_from: str | None = None
+    restore_ms: float | None = None  # restoring them, when they were restored
 
     def response_json(self) -> dict[str, Any]:
         out = {"text": self.text, "finish_reason": self.finish_reason, **self.extra}
+        if self.reused_from is not None:
+            out.update(reused_from=self.reused_from, restore_ms=self.restore_ms)
         if self.tool_calls:
             out["tool_calls"] = [call.to_json() for call in self.tool_calls]
         return out

@@ -63,8 +63,12 @@ def respond(engine: Responder, message: Item, branch: str, on_text: OnText | Non
         with engine.model_lock:  # one backend instance runs one call at a time
             outcome = call_model(model, request, clock=clock, on_text=on_text)
         sent = sent_request(request, outcome, model.model_id)
-        prefix = report(sent, request, previous(store, head.conversation_id, branch)).to_json()
         completion = outcome.completion
+        measured = report(sent, request, previous(store, head.conversation_id, branch))
+        if completion is not None and completion.reused_from is not None:
+            measured = replace(measured, reused_from=completion.reused_from,
+                               restore_ms=completion.restore_ms)
+        prefix = measured.to_json()
         if completion is None:
             call = record_failure(store, head=head, branch=branch, request=request,
                                   outcome=outcome, model_id=model.model_id, clock=clock,

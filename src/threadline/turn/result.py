@@ -31,6 +31,7 @@ class TurnResult:
             "message_seq": self.message.seq, "reply_seq": self.reply.seq,
             "reply": self.reply.text, "call_id": self.call.id, "model": self.call.model,
             "usage": self.call.usage.to_json(), "timings": self.call.timings.to_json(),
+            "reused_from": self.call.reused_from,
             "deduplicated": self.deduplicated,
             "cached": self.reply.content.get("cached"),
             "tool_calls": [{"call_id": r.content["call_id"], "tool": r.content.get("tool"),
