@@ -19,15 +19,25 @@ token at a time, the single arm's the same tokens prefilled in a batch, and llam
 paths round differently; its own in-context reuse does the same. A restore itself is exact:
 ``tests/models/test_llamacpp.py``.)
 
+With ``--serve`` the same conversations go through two ``threadline serve --model local``
+processes instead, one with the KV tiers off (``THREADLINE_KV_MEMORY_MB=0``,
+``THREADLINE_KV_DISK_MB=0``) and one with the defaults, driven by the official ``openai``
+client (streamed ``/v1/chat/completions`` naming the conversation); TTFT is measured at the
+client, to the first streamed piece of text.
+
     .venv/bin/python bench/kv_interleaved.py            # 4 conversations x 20 turns
     .venv/bin/python bench/kv_interleaved.py --quick    # 2 x 3
+    .venv/bin/python bench/kv_interleaved.py --serve    # the same through the HTTP service
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -69,17 +79,98 @@ class Floor:
         return (time.perf_counter() - started) * 1000
 
 
+def _server(home: Path, *, kv: bool) -> tuple[subprocess.Popen[bytes], str]:
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "THREADLINE_HOME": str(home), "THREADLINE_MODEL": "local",
+           "THREADLINE_DURABILITY": "off"}
+    if not kv:
+        env.update(THREADLINE_KV_MEMORY_MB="0", THREADLINE_KV_DISK_MB="0")
+    process = subprocess.Popen([sys.executable, "-m", "threadline", "serve", "--port",
+                                str(port)], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("threadline serve did not start")
+
+
+def through_serve(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
+    """Single-sequence and cached, as HTTP services, measured at an OpenAI client."""
+    import httpx
+    import openai
+
+    servers = {"single": _server(scratch / "single", kv=False),
+               "cached": _server(scratch / "cached", kv=True)}
+    try:
+        clients = {name: openai.OpenAI(base_url=f"{base}/v1", api_key="unused")
+                   for name, (_, base) in servers.items()}
+        ids = {name: [httpx.post(f"{base}/v1/conversations", json={"system": SYSTEM}).json()[
+            "id"] for _ in range(args.conversations)] for name, (_, base) in servers.items()}
+        rows: list[dict[str, Any]] = []
+        for n in range(1, args.turns + 1):
+            for c in range(args.conversations):
+                row: dict[str, Any] = {"conversation": c, "turn": n}
+                for name, client in clients.items():
+                    started, first = time.perf_counter(), None
+                    stream = client.chat.completions.create(
+                        model="local", stream=True,
+                        messages=[{"role": "user", "content": user_text(c, n)}],
+                        extra_headers={"X-Threadline-Conversation": ids[name][c]})
+                    for chunk in stream:
+                        if first is None and chunk.choices and chunk.choices[0].delta.content:
+                            first = (time.perf_counter() - started) * 1000
+                    row[name] = {"ttft_ms": first}
+                rows.append(row)
+                if not args.json:
+                    print(f"serve: conversation {c} turn {n:>2}: single "
+                          f"{row['single']['ttft_ms']:>8.1f} ms | cached "
+                          f"{row['cached']['ttft_ms']:>7.1f} ms", flush=True)
+    finally:
+        for process, _ in servers.values():
+            process.terminate()
+            process.wait(timeout=60)
+    last = [r for r in rows if r["turn"] > args.turns - args.last]
+    single = statistics.median(r["single"]["ttft_ms"] for r in last)
+    cached = statistics.median(r["cached"]["ttft_ms"] for r in last)
+    return {"rows": rows, "single_ttft_ms": single, "cached_ttft_ms": cached,
+            "speedup_vs_single": single / cached}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=4)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--last", type=int, default=5, help="turns the medians are taken over")
+    parser.add_argument("--serve", action="store_true",
+                        help="through two HTTP services and the openai client")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
         args.conversations, args.turns, args.last = 2, 3, 2
     scratch = Path(tempfile.mkdtemp(prefix="threadline-kv-"))
+    if args.serve:
+        served = through_serve(args, scratch)
+        report = {"benchmark": "kv_interleaved", "through": "serve",
+                  "conversations": args.conversations, "turns": args.turns,
+                  "median_last_turns": args.last, **served,
+                  "targets_met": {"speedup_vs_single>=10": served["speedup_vs_single"] >= 10}}
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            print(f"through serve, at the client: single {served['single_ttft_ms']:.1f} ms, "
+                  f"cached {served['cached_ttft_ms']:.1f} ms "
+                  f"({served['speedup_vs_single']:.1f}x, target >= 10)")
+        return 0
     single_model = LlamaCppModel(sampling=SAMPLING)
     cached_model = LlamaCppModel(sampling=SAMPLING, kv=lambda identity: KVCache(
         identity, memory_bytes=1 << 30, folder=scratch / "kv", disk_bytes=4 << 30))
