@@ -14,6 +14,7 @@ import logging
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,19 +128,24 @@ class KVCache:
 
     def _start_writer(self) -> None:
         if self._writer is None:
-            self._writer = threading.Thread(target=self._write_loop, name="threadline-kv",
-                                            daemon=True)
+            assert self.disk is not None
+            # the thread and the exit hook hold the tier and the queue, not the cache, so a
+            # cache nobody uses is collected (with its snapshots) and its thread ends
+            self._writer = threading.Thread(target=_write_loop, name="threadline-kv",
+                                            args=(self.disk, self._writes), daemon=True)
             self._writer.start()
-            atexit.register(self.flush)
+            weakref.finalize(self, self._writes.put, None)
+            atexit.register(self._writes.join)  # a process exits with its snapshots written
 
-    def _write_loop(self) -> None:
-        assert self.disk is not None
-        while True:
-            snapshot = self._writes.get()
-            try:
-                if snapshot is not None:
-                    self.disk.keep(snapshot)
-            except Exception:  # noqa: BLE001 - a cache write never fails anything
-                log.exception("KV cache: a snapshot could not be written")
-            finally:
-                self._writes.task_done()
+
+def _write_loop(disk: DiskTier, writes: queue.Queue[Snapshot | None]) -> None:
+    while True:
+        snapshot = writes.get()
+        try:
+            if snapshot is None:
+                return  # the cache is gone
+            disk.keep(snapshot)
+        except Exception:  # noqa: BLE001 - a cache write never fails anything
+            log.exception("KV cache: a snapshot could not be written")
+        finally:
+            writes.task_done()
