@@ -52,6 +52,14 @@ def test_a_bad_size_limit_setting(tl: Invoke) -> None:
     assert run.code == 2 and "must be a positive integer" in run.err
 
 
+@pytest.mark.parametrize("name", ["THREADLINE_KV_MEMORY_MB", "THREADLINE_KV_DISK_MB"])
+@pytest.mark.parametrize("value", ["-1", "lots", "1.5"])
+def test_a_bad_kv_budget_setting(tl: Invoke, home: Path, name: str, value: str) -> None:
+    run = tl("chat", "--once", "x", env={name: value})
+    assert run.code == 2 and f"{name} must be a whole number of megabytes" in run.err
+    assert not (home / "threadline.db").exists()  # refused before the store was opened
+
+
 def test_invalid_utf8_on_stdin(tl: Invoke, home: Path, seeded: str) -> None:
     before = snapshot(home)
     _refused(tl("chat", "--once", "-", input=b"caf\xe9 au lait"), 2, "not valid UTF-8")

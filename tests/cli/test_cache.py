@@ -50,3 +50,24 @@ def test_cache_diagnose_names_the_pattern(tl: Invoke, tmp_path) -> None:  # type
     bad.write_text('{"messages": []}\nnot json\n')
     run = tl("cache", "diagnose", str(bad))
     assert run.code == 2 and "line 2 is not JSON" in run.err
+
+
+def test_kv_snapshots_are_listed_and_cleared_only_when_confirmed(tl: Invoke, home: Path) -> None:
+    from threadline.models.kv import Identity, KVCache, Snapshot
+
+    identity = Identity("model.gguf:1:abc", 4096, "1/1", "test")
+    cache = KVCache(identity, memory_bytes=0, folder=home / "kv", disk_bytes=1 << 20)
+    for n in range(3):
+        cache.keep(Snapshot(identity, tuple(range(n * 100, n * 100 + 64)), b"s" * 500))
+    cache.flush()
+    stats = tl("cache", "stats", "--json")
+    assert stats.code == 0, stats.err
+    [model] = stats.json()["models"]
+    assert (model["model"], model["snapshots"]) == ("model.gguf:1:abc", 3)
+    assert stats.json()["bytes"] == model["bytes"] > 1500
+    refused = tl("cache", "clear")  # standard input is not a terminal
+    assert refused.code == 2 and "pass --yes" in refused.err
+    assert tl("cache", "stats", "--json").json()["models"][0]["snapshots"] == 3
+    cleared = tl("cache", "clear", "--yes", "--json")
+    assert cleared.code == 0 and cleared.json()["deleted"] == 3
+    assert tl("cache", "stats", "--json").json()["models"][0]["snapshots"] == 0
