@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from threadline.calls import ModelCall
 from threadline.errors import InputError, TurnSuperseded
@@ -31,22 +31,30 @@ from threadline.plugin import Assemble
 from threadline.render.openai import prompt_cache_key
 from threadline.request import Request, ToolSpec
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
-from threadline.stores.base import MAIN, Commit, Store, append
+from threadline.stores.base import MAIN, LeaseTaken, Store
 from threadline.turn.assemble import MessageMemo, assemble
+from threadline.turn.commit import commit_served
 from threadline.turn.compactor import Compactor
 from threadline.turn.fork import fork
 from threadline.turn.hooks import TurnEvent, TurnHook, run_hooks
-from threadline.turn.ingest import ingest, retried
+from threadline.turn.ingest import Ingested, ingest, retried
 from threadline.turn.input import TurnInput, turn_input
 from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold, watched
-from threadline.turn.providers import ContextProvider, Gathering, found_for
-from threadline.turn.respond import respond, run_pending
+from threadline.turn.providers import (
+    ContextProvider,
+    Found,
+    Gathering,
+    branch_before,
+    check_turn,
+    gather,
+    items_before,
+    record_found,
+)
+from threadline.turn.respond import pending_calls_of, respond, run_pending
 from threadline.turn.result import TurnResult, finished
 from threadline.turn.tools import Tool, Toolbox, ToolLimits, open_turn
 
 __all__ = ["Engine", "TurnResult"]
-
-Found = list[tuple[ContextProvider, Item]]
 
 
 class Engine:
@@ -107,6 +115,7 @@ class Engine:
         self._check(turn)
         cid = turn.conversation_id
         with self._hold(turn) as holding:
+            holding.take()  # it writes no message to take the lease with
             run_pending(self, cid, turn.branch, holding)
             history = self.store.history(cid, turn.branch)
             message = open_turn(history)
@@ -114,8 +123,10 @@ class Engine:
                 raise InputError(f"branch {turn.branch!r} of {cid} does not end with an "
                                  "unanswered user message; there is nothing to answer",
                                  hint="send a new message instead")
-            found = Gathering(turn, message.text, self, lambda: _before(history, message))
-            return self._complete(found, message, history[-1], self._gather(found, message),
+            found = Gathering(turn, message.text, self, lambda: items_before(history, message))
+            recorded = record_found(self.store, message, turn.branch,
+                                    gather(self.providers, found, message), self.clock)
+            return self._complete(found, message, history[-1], recorded,
                                   watched(on_text, holding), holding)
 
     def edit(self, conversation_id: str, seq: int, turn: TurnInput | str, *,
@@ -182,18 +193,7 @@ class Engine:
 
     def _check(self, turn: TurnInput) -> None:
         """Refuse what no part of this engine can do, before anything waits or is written."""
-        for option in turn.options:
-            if not any(isinstance(option, kind) for p in self.providers for kind in p.options):
-                raise InputError(f"no context provider of this engine reads a "
-                                 f"{type(option).__name__} option",
-                                 hint="register the provider that reads it with the engine")
-        parts: tuple[ContextProvider | TurnHook, ...] = (*self.providers, *self.hooks)
-        if turn.user_id is not None and not any(part.uses_user for part in parts):
-            raise InputError("this engine keeps no memory, so a turn cannot name a user",
-                             hint="use a store that keeps memory (SQLite or PostgreSQL), "
-                                  "e.g. through threadline.standard_engine")
-        for provider in self.providers:
-            provider.check(turn)
+        check_turn(turn, self.providers, users=any(h.uses_user for h in self.hooks))
 
     def _hold(self, turn: TurnInput) -> AbstractContextManager[Holding]:
         assert turn.conversation_id is not None
@@ -204,67 +204,70 @@ class Engine:
     def _turn(self, turn: TurnInput, text: str, on_text: OnText | None,
               holding: Holding | None) -> TurnResult:
         cid, branch = turn.conversation_id, turn.branch
-        if cid is not None:  # a turn that died mid-loop: its decided calls run first
+        if cid is not None and pending_calls_of(self.store, cid, branch):
+            if holding is not None:
+                holding.take()  # a turn that died mid-loop: its decided calls run first
             run_pending(self, cid, branch, holding)
-        seen = retried(self.store, text, conversation_id=cid, branch=branch,
-                       client_msg_id=turn.client_msg_id)
-        if seen is not None and seen.reply is not None:
-            return finished(self.store, seen.message, seen.reply)
-        first = None if seen is None else seen.message
-
-        def before() -> Sequence[Item]:  # the branch before the message, read if needed
-            if first is not None:
-                return _before(self.store.history(first.conversation_id, first.branch), first)
-            return [] if cid is None else self.store.history(cid, branch)
-
-        found = Gathering(turn, text, self, before)
-        gathered = self._gather(found, first)
-        ingested = seen or ingest(self.store, text, clock=self.clock,
-                                  max_bytes=self.max_message_bytes, conversation_id=cid,
-                                  branch=branch, client_msg_id=turn.client_msg_id,
-                                  system=self.system)
-        if ingested.reply is not None:  # a concurrent retry of the same send finished it
+        ingested, found, gathered = self._ingest(turn, text, holding)
+        if ingested.reply is not None:  # the first send of a retried message was answered
             return finished(self.store, ingested.message, ingested.reply)
         found.turn = turn.at(ingested.conversation_id, ingested.branch)
-        head = ingested.message
-        if not ingested.created:
-            head = self.store.head(ingested.conversation_id, ingested.branch) or head
-        return self._complete(found, ingested.message, head, gathered, on_text, holding,
-                              retry=not ingested.created)
+        if ingested.created:
+            recorded = list(zip([p for p, _ in gathered], ingested.context, strict=True))
+            head = ingested.context[-1] if ingested.context else ingested.message
+            return self._complete(found, ingested.message, head, recorded, on_text, holding)
+        head = self.store.head(ingested.conversation_id, ingested.branch) or ingested.message
+        recorded = record_found(self.store, ingested.message, found.turn.branch, gathered,
+                                self.clock)
+        return self._complete(found, ingested.message, head, recorded, on_text, holding,
+                              retry=True)
 
-    def _gather(self, found: Gathering, message: Item | None) -> list[tuple[ContextProvider,
-                                                                             NewItem]]:
-        """What each provider finds for the turn; for a message already in the log, only
-        providers that recorded nothing for it yet look (a retry keeps the first try's)."""
-        out = []
-        recorded = () if message is None else self.store.history(message.conversation_id,
-                                                                 found.turn.branch)
-        for provider in self.providers:
-            if message is not None and found_for(provider, recorded, message) is not None:
+    def _ingest(self, turn: TurnInput, text: str, holding: Holding | None
+                ) -> tuple[Ingested, Gathering, list[tuple[ContextProvider, NewItem]]]:
+        """Gather the turn's context, then commit the message, the context and the lease
+        together; if another turn took the lease meanwhile, wait for it and gather again."""
+        cid, branch = turn.conversation_id, turn.branch
+        while True:
+            seen = retried(self.store, text, conversation_id=cid, branch=branch,
+                           client_msg_id=turn.client_msg_id)
+            first = None if seen is None else seen.message
+            found = Gathering(turn, text, self,
+                              partial(branch_before, self.store, cid, branch, first))
+            if seen is not None and seen.reply is not None:
+                return seen, found, []
+            if seen is not None and holding is not None and not holding.held:
+                holding.take()  # a retry writes no message to take the lease with; under
+                continue        # it, look again: the turn it waited for may have answered
+            gathered = gather(self.providers, found, first)
+            if seen is not None:
+                return seen, found, gathered
+            try:
+                ingested = ingest(self.store, text, clock=self.clock,
+                                  max_bytes=self.max_message_bytes, conversation_id=cid,
+                                  branch=branch, client_msg_id=turn.client_msg_id,
+                                  system=self.system, context=[i for _, i in gathered],
+                                  lease=None if holding is None else holding.claim())
+            except LeaseTaken:
+                assert holding is not None
+                holding.wait()  # another turn began meanwhile: after it, look again
                 continue
-            item = provider.gather(found)
-            if item is not None:
-                out.append((provider, item))
-        return out
+            if holding is not None:  # taken by the commit, or (a concurrent retry won) now
+                holding.took() if ingested.created else holding.take()
+            return ingested, found, gathered
 
-    def _complete(self, found: Gathering, message: Item, head: Item,
-                  gathered: list[tuple[ContextProvider, NewItem]], on_text: OnText | None,
-                  holding: Holding | None, *, retry: bool = False) -> TurnResult:
-        """Record what the providers found after ``message``, then answer it: served by a
+    def _complete(self, found: Gathering, message: Item, head: Item, recorded: Found,
+                  on_text: OnText | None, holding: Holding | None, *,
+                  retry: bool = False) -> TurnResult:
+        """Answer ``message`` (after it: what the providers found, ``recorded``): served by a
         provider, or by the model; then run the hooks."""
         branch = found.turn.branch
-        recorded: Found = []
-        if gathered:
-            items = append(self.store, message.conversation_id, branch, self.clock(),
-                           *(item for _, item in gathered))
-            recorded = [(provider, item) for (provider, _), item in zip(gathered, items,
-                                                                         strict=True)]
-            head = items[-1]
+        if recorded:
+            head = recorded[-1][1]
         if retry and head.turn != message.turn:  # the retried message is no longer open
             raise TurnSuperseded(message.conversation_id, branch, message.seq, head.seq)
         calls: list[ModelCall] = []
         try:
-            result = self._serve(found, message, head, recorded, calls) or respond(
+            result = self._serve(found, message, head, recorded, calls, holding) or respond(
                 self, message, branch, on_text, head=head, holding=holding, calls=calls)
         except Exception as err:
             run_hooks(self.hooks, TurnEvent(self.store, found.turn, message, calls=calls,
@@ -275,24 +278,18 @@ class Engine:
         return result
 
     def _serve(self, found: Gathering, message: Item, head: Item, recorded: Found,
-               calls: list[ModelCall]) -> TurnResult | None:
+               calls: list[ModelCall], holding: Holding | None) -> TurnResult | None:
         """The turn answered by a provider (an answer given before), with no model call."""
         for provider, item in recorded:
             served = provider.serve(item, found)
             if served is None:
                 continue
-            reply = self.store.commit(Commit(
-                conversation_id=message.conversation_id, created_at=self.clock(),
-                branch=found.turn.branch, expected_head=head.seq,
-                items=[NewItem(ItemKind.ASSISTANT, {"text": served.text,
-                                                    "cached": dict(served.record)})])).items[0]
+            reply = commit_served(self.store, served, head=head, branch=found.turn.branch,
+                                  clock=self.clock, release_lease=None if holding is None
+                                  else holding.giving_back())
+            if holding is not None:
+                holding.gave_back()
             call = self.store.call(served.call_id)
             calls.append(call)
             return TurnResult(message.conversation_id, found.turn.branch, message, reply, call)
         return None
-
-
-def _before(history: Sequence[Item], message: Item) -> Sequence[Item]:
-    """The items of ``history`` before ``message`` (found from the end: it is near it)."""
-    return history[:next(i for i in range(len(history) - 1, -1, -1)
-                         if history[i].seq == message.seq)]

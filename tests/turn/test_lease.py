@@ -127,3 +127,50 @@ def _run(engine: Engine, cid: str, errors: list[BaseException]) -> None:
         engine.run_turn("long prefill", conversation_id=cid)
     except BaseException as err:  # noqa: BLE001 - inspected by the test
         errors.append(err)
+
+
+class Counting(SQLiteStore):
+    """A store that counts its write transactions."""
+
+    writes = 0
+
+    def _transaction(self):  # type: ignore[no-untyped-def]
+        self.writes += 1
+        return super()._transaction()
+
+
+def test_a_turn_under_the_lease_is_two_durable_writes(tmp_path: Path) -> None:
+    from threadline.providers.retrieval import CorpusSearch
+    from threadline.retrieval.corpus import Corpus, Document
+    from threadline.standard import standard_engine
+
+    store = Counting(tmp_path / "t.db")
+    corpora = Corpus(store)
+    corpora.add("notes", [Document("trip.md", "The Lisbon trip is booked for May.")])
+    engine = standard_engine(store, ScriptedModel(), corpora=corpora, recall=False,
+                             lease=LeasePolicy(heartbeat_s=5.0, ttl_s=10.0))  # no renewal
+    cid = engine.run_turn("hello").conversation_id
+    store.writes = 0
+    engine.run_turn("When is the Lisbon trip?", conversation_id=cid,
+                    options=[CorpusSearch("notes")])
+    # the message with its retrieval item and the lease; the reply with its call record and
+    # the lease given back
+    assert store.writes == 2
+    assert store.lease_holder(cid, time.time()) is None
+    kinds = [i.kind for i in store.history(cid)][-3:]
+    assert kinds == [ItemKind.USER, ItemKind.RETRIEVAL, ItemKind.ASSISTANT]
+
+
+def test_a_turn_that_fails_gives_the_lease_back(tmp_path: Path) -> None:
+    from threadline.errors import ModelCallFailed
+
+    store = SQLiteStore(tmp_path / "t.db")
+    model = ScriptedModel()
+    engine = Engine(store, model)
+    cid = engine.run_turn("hello").conversation_id
+    model.enqueue(RuntimeError("provider down"))
+    with pytest.raises(ModelCallFailed):
+        engine.run_turn("again", conversation_id=cid)
+    assert store.lease_holder(cid, time.time()) is None
+    assert engine.answer(cid).reply.text  # and the retry takes and gives it back too
+    assert store.lease_holder(cid, time.time()) is None

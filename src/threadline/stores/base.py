@@ -56,6 +56,24 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class LeaseClaim:
+    """Take the conversation's lease for ``holder`` until ``now + ttl_s`` in a commit."""
+
+    holder: str
+    ttl_s: float
+    now: float
+
+
+class LeaseTaken(Exception):
+    """A commit that claimed the lease found another holder's live lease: nothing was
+    written. ``lease`` says whose it is and until when."""
+
+    def __init__(self, lease: Lease) -> None:
+        super().__init__(f"the conversation's lease is held by {lease.holder}")
+        self.lease = lease
+
+
+@dataclass(frozen=True)
 class Generation:
     """A reply as it streams: the text so far, and once done, the outcome (the finished turn
     as JSON, or an error body)."""
@@ -75,6 +93,9 @@ class Commit:
     empty branch); ``check_head=False`` appends after whatever the head is, for writes that
     depend on nothing in the branch (a new user message, a failed call's record).
     ``call_reply_index`` names the item in ``items`` that is the recorded call's reply.
+    ``take_lease`` takes the conversation's lease in the same transaction (a turn's first
+    write), and ``release_lease`` gives the holder's lease back in it (a turn's last), so a
+    turn under a lease costs two durable writes.
     """
 
     conversation_id: str
@@ -87,6 +108,8 @@ class Commit:
     call_reply_index: int | None = None
     create: NewConversation | None = None
     fork: NewBranch | None = None
+    take_lease: LeaseClaim | None = None
+    release_lease: str | None = None  # the holder whose lease the commit gives back
 
 
 @dataclass(frozen=True)
@@ -176,6 +199,15 @@ class Store(Protocol):
     def lease(self, conversation_id: str, holder: str, ttl_s: float, now: float) -> Lease:
         """Take or renew the conversation's lease for ``holder`` until ``now + ttl_s``, unless
         another holder's lease is still live; says who holds it either way."""
+        ...
+
+    def renew_lease(self, conversation_id: str, holder: str, ttl_s: float, now: float) -> Lease:
+        """Extend ``holder``'s lease to ``now + ttl_s``; never takes one (granted False when
+        the holder no longer holds it)."""
+        ...
+
+    def lease_holder(self, conversation_id: str, now: float) -> Lease | None:
+        """The live lease on the conversation (granted False: it is someone's), or None."""
         ...
 
     def release_lease(self, conversation_id: str, holder: str) -> None:

@@ -31,7 +31,16 @@ from threadline.errors import (
     UnknownItem,
 )
 from threadline.items import ItemKind, NewItem, chain_hash, new_id
-from threadline.stores.base import MAIN, Commit, Generation, NewBranch, NewConversation, Store
+from threadline.stores.base import (
+    MAIN,
+    Commit,
+    Generation,
+    LeaseClaim,
+    LeaseTaken,
+    NewBranch,
+    NewConversation,
+    Store,
+)
 from threadline.stores.verify import verify_conversation
 
 MakeStore = Callable[[], Store]
@@ -313,6 +322,36 @@ class StoreConformance:
         assert not store.lease(cid, "b", 30.0, now=1003.0).cancel_requested
         with pytest.raises(UnknownConversation):
             store.lease("c_missing", "a", 30.0, now=1000.0)
+
+    def test_a_commit_takes_and_gives_back_the_lease_with_what_it_writes(
+            self, make_store: MakeStore) -> None:
+        store = make_store()
+        cid = _create(store, NewItem.user("q"))
+        assert store.lease_holder(cid, now=1000.0) is None
+        taken = store.commit(Commit(conversation_id=cid, created_at=_T0, check_head=False,
+                                    items=[NewItem.user("mine")],
+                                    take_lease=LeaseClaim("a", 30.0, 1000.0)))
+        assert [i.text for i in taken.items] == ["mine"]
+        holder = store.lease_holder(cid, now=1001.0)
+        assert holder is not None and (holder.holder, holder.expires_at) == ("a", 1030.0)
+        before = store.history(cid)
+        with pytest.raises(LeaseTaken) as busy:  # b's message waits: nothing is written
+            store.commit(Commit(conversation_id=cid, created_at=_T0, check_head=False,
+                                items=[NewItem.user("theirs")],
+                                take_lease=LeaseClaim("b", 30.0, 1005.0)))
+        assert busy.value.lease.holder == "a" and store.history(cid) == before
+        assert store.renew_lease(cid, "a", 30.0, now=1010.0).expires_at == 1040.0
+        assert not store.renew_lease(cid, "b", 30.0, now=1010.0).granted  # never b's
+        store.commit(Commit(conversation_id=cid, created_at=_T0, check_head=False,
+                            items=[NewItem.assistant("done")], release_lease="a"))
+        assert store.lease_holder(cid, now=1011.0) is None
+        assert not store.renew_lease(cid, "a", 30.0, now=1012.0).granted  # gone for good
+        assert store.lease_holder(cid, now=1012.0) is None  # a renewal never takes it back
+        store.commit(Commit(conversation_id=cid, created_at=_T0, check_head=False,
+                            items=[NewItem.user("b's turn")],
+                            take_lease=LeaseClaim("b", 30.0, 1013.0)))
+        expired = store.lease_holder(cid, now=1044.0)  # past b's expiry: free
+        assert expired is None and [i.text for i in store.history(cid)][-1] == "b's turn"
 
     def test_a_side_call_is_kept_but_is_never_the_last_turn_call(self,
                                                                  make_store: MakeStore) -> None:

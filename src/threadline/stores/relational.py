@@ -51,6 +51,7 @@ from threadline.stores.base import (
     ConversationSummary,
     Generation,
     Lease,
+    LeaseTaken,
 )
 from threadline.stores.corpus import CorpusBackend
 from threadline.stores.corpus_sql import SQLCorpora
@@ -184,6 +185,11 @@ class RelationalStore:
             if self.LOCK_CONVERSATION is not None and \
                     db.one(self.LOCK_CONVERSATION, (cid,)) is None:
                 raise UnknownConversation(cid)
+            if commit.take_lease is not None:
+                claim = commit.take_lease
+                lease = self._take_lease(db, cid, claim.holder, claim.ttl_s, claim.now)
+                if not lease.granted:
+                    raise LeaseTaken(lease)  # rolls back: the turn waits, nothing written
             try:
                 if commit.fork is not None:
                     new_branch = self._insert_branch(db, commit, created)
@@ -199,6 +205,9 @@ class RelationalStore:
                     if commit.call_reply_index is not None:
                         reply_seq = items[commit.call_reply_index].seq
                     call = self._insert_call(db, commit.call, reply_seq)
+                if commit.release_lease is not None:
+                    db.run("DELETE FROM leases WHERE conversation_id = ? AND holder = ?",
+                           (cid, commit.release_lease))
             except self.INTEGRITY_ERRORS as err:
                 if self._violation(err) == "foreign_key":
                     self._forget(cid)
@@ -363,26 +372,43 @@ class RelationalStore:
     # -- leases ----------------------------------------------------------------------------
 
     def lease(self, conversation_id: str, holder: str, ttl_s: float, now: float) -> Lease:
+        with self._transaction() as db:
+            return self._take_lease(db, conversation_id, holder, ttl_s, now)
+
+    def _take_lease(self, db: Session, conversation_id: str, holder: str, ttl_s: float,
+                    now: float) -> Lease:
         # one statement: it takes a free or expired lease, renews the holder's own, and
         # leaves another holder's live lease alone, with no window between check and write
+        try:
+            row = db.one(
+                "INSERT INTO leases AS l (conversation_id, holder, expires_at, cancel) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
+                "holder = excluded.holder, expires_at = excluded.expires_at, "
+                "cancel = CASE WHEN l.holder = excluded.holder THEN l.cancel "
+                "ELSE excluded.cancel END "
+                "WHERE l.holder = excluded.holder OR l.expires_at <= ? "
+                "RETURNING cancel",
+                (conversation_id, holder, now + ttl_s, False, now))
+        except self.INTEGRITY_ERRORS as err:
+            raise UnknownConversation(conversation_id) from err
+        if row is not None:
+            return Lease(True, holder, now + ttl_s, bool(row[0]))
+        held = db.one("SELECT holder, expires_at, cancel FROM leases WHERE "
+                      "conversation_id = ?", (conversation_id,))
+        return Lease(False, held[0], held[1], bool(held[2]))
+
+    def renew_lease(self, conversation_id: str, holder: str, ttl_s: float, now: float) -> Lease:
         with self._transaction() as db:
-            try:
-                row = db.one(
-                    "INSERT INTO leases AS l (conversation_id, holder, expires_at, cancel) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
-                    "holder = excluded.holder, expires_at = excluded.expires_at, "
-                    "cancel = CASE WHEN l.holder = excluded.holder THEN l.cancel "
-                    "ELSE excluded.cancel END "
-                    "WHERE l.holder = excluded.holder OR l.expires_at <= ? "
-                    "RETURNING cancel",
-                    (conversation_id, holder, now + ttl_s, False, now))
-            except self.INTEGRITY_ERRORS as err:
-                raise UnknownConversation(conversation_id) from err
-            if row is not None:
-                return Lease(True, holder, now + ttl_s, bool(row[0]))
-            held = db.one("SELECT holder, expires_at, cancel FROM leases WHERE "
-                          "conversation_id = ?", (conversation_id,))
-            return Lease(False, held[0], held[1], bool(held[2]))
+            row = db.one("UPDATE leases SET expires_at = ? WHERE conversation_id = ? AND "
+                         "holder = ? RETURNING cancel", (now + ttl_s, conversation_id, holder))
+        if row is None:
+            return Lease(False, holder, now)
+        return Lease(True, holder, now + ttl_s, bool(row[0]))
+
+    def lease_holder(self, conversation_id: str, now: float) -> Lease | None:
+        rows = self._read("SELECT holder, expires_at, cancel FROM leases WHERE "
+                          "conversation_id = ? AND expires_at > ?", (conversation_id, now))
+        return None if not rows else Lease(False, rows[0][0], rows[0][1], bool(rows[0][2]))
 
     def release_lease(self, conversation_id: str, holder: str) -> None:
         with self._transaction() as db:

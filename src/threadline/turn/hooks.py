@@ -1,8 +1,8 @@
 """Turn hooks: the seam for work that follows a committed turn.
 
 The memory writer's queue is a hook (``threadline/hooks/``); telemetry and the audit trail
-plug in the same way. A hook runs after the turn's last commit (the reply is durable and the
-lease is still held, so hooks see turns in order), before ``run_turn`` returns: it sees what
+plug in the same way. A hook runs after the turn's last commit (the reply is durable, and the
+lease was given back in that commit), before ``run_turn`` returns: it sees what
 the turn committed (its items, every model call's record with its prefix report) and cannot
 change it. A hook that raises never fails the turn: the failure is recorded as a note on the
 branch (kept out of the model's context) and logged, and the turn returns as it would have.

@@ -7,13 +7,13 @@ flaky client never creates a second turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from threadline.errors import ClientMessageConflict, InputError
 from threadline.items import Item, ItemKind, NewItem, new_id, validate_text
-from threadline.stores.base import Commit, NewConversation, Store
+from threadline.stores.base import Commit, LeaseClaim, NewConversation, Store
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class Ingested:
     message: Item
     created: bool            # False when the client message id had been seen before
     reply: Item | None = None  # the finished turn's reply, for a retried send
+    context: tuple[Item, ...] = ()  # what the turn's providers found, recorded after it
 
 
 def turn_reply(history: list[Item], message: Item) -> Item | None:
@@ -54,7 +55,11 @@ def retried(store: Store, text: str, *, conversation_id: str | None, branch: str
 
 def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes: int,
            conversation_id: str | None = None, branch: str = "main",
-           client_msg_id: str | None = None, system: str | None = None) -> Ingested:
+           client_msg_id: str | None = None, system: str | None = None,
+           context: Sequence[NewItem] = (), lease: LeaseClaim | None = None) -> Ingested:
+    """Append the user's message (and after it, in the same commit, ``context``: what the
+    turn's providers found), taking the conversation's lease in that commit with ``lease``
+    (:class:`~threadline.stores.base.LeaseTaken` if another holder has it: nothing written)."""
     text = validate_text(text, max_bytes=max_bytes)
     seen = retried(store, text, conversation_id=conversation_id, branch=branch,
                    client_msg_id=client_msg_id)
@@ -64,15 +69,17 @@ def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes:
         conversation_id = new_id("c_")
         result = store.commit(Commit(
             conversation_id=conversation_id, created_at=clock(), branch="main",
-            create=NewConversation(conversation_id, system=system),
-            expected_head=None, items=[NewItem.user(text, client_msg_id=client_msg_id)]))
-        return Ingested(conversation_id, "main", result.items[0], created=True)
+            create=NewConversation(conversation_id, system=system), expected_head=None,
+            items=[NewItem.user(text, client_msg_id=client_msg_id), *context]))
+        return Ingested(conversation_id, "main", result.items[0], created=True,
+                        context=tuple(result.items[1:]))
     try:
         # a new message depends on nothing already in the branch: it goes after whatever the
         # head is when the transaction runs, so concurrent senders queue rather than conflict
         result = store.commit(Commit(
             conversation_id=conversation_id, created_at=clock(), branch=branch,
-            check_head=False, items=[NewItem.user(text, client_msg_id=client_msg_id)]))
+            check_head=False, items=[NewItem.user(text, client_msg_id=client_msg_id), *context],
+            take_lease=lease))
     except ClientMessageConflict:
         if client_msg_id is None:
             raise
@@ -80,7 +87,8 @@ def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes:
         if seen is None:
             raise
         return seen  # a concurrent retry of the same send won the race
-    return Ingested(conversation_id, branch, result.items[0], created=True)
+    return Ingested(conversation_id, branch, result.items[0], created=True,
+                    context=tuple(result.items[1:]))
 
 
 def _seen(store: Store, text: str, conversation_id: str | None, branch: str,

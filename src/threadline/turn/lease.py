@@ -1,7 +1,13 @@
 """The per-conversation lease: one turn at a time, across threads, processes and replicas.
 
-A turn takes the conversation's lease before its message is appended and gives it back after
-the reply is committed. While the turn runs, a heartbeat thread renews the lease every
+A turn takes the conversation's lease in the commit that appends its message and gives it
+back in the commit that appends its reply, so the lease costs no writes of its own: a turn is
+two durable writes. If another holder's lease is live when that commit runs, it writes
+nothing, and the turn waits (reading, as its policy says, below) and gathers its context
+again before it tries once more. A turn that
+must act before writing its message (tool calls a crashed turn decided) or writes none (a
+retry, ``answer``) takes the lease on its own first. While the turn runs, a heartbeat thread
+renews the lease every
 ``heartbeat_s`` (also through a long prefill, when no token arrives to mark progress) and
 notices a cancel request; if the process dies, the heartbeat stops and the lease expires after
 ``ttl_s``, so a crashed holder never wedges a conversation for longer than that. A message
@@ -25,7 +31,7 @@ from dataclasses import dataclass
 
 from threadline.errors import TurnCancelled, TurnInProgress
 from threadline.items import new_id
-from threadline.stores.base import Store
+from threadline.stores.base import LeaseClaim, Store
 
 BUSY_POLICIES = ("queue", "reject", "cancel")
 
@@ -49,19 +55,72 @@ DEFAULT_LEASE = LeasePolicy()
 
 
 class Holding:
-    """A held lease, kept alive by a heartbeat thread; ``check`` (called between streamed
-    pieces) stops the turn if a newer message asked it to, or if the lease was lost."""
+    """One turn's hold on its conversation's lease. ``claim`` goes in the turn's first commit
+    (``took`` then starts the heartbeat), ``giving_back`` in its last (then ``gave_back``);
+    ``take`` takes it on its own. ``check`` (called between streamed pieces) stops the turn if
+    a newer message asked it to, or if the lease was lost."""
 
-    def __init__(self, store: Store, conversation_id: str, holder: str, policy: LeasePolicy,
-                 clock: Callable[[], float]) -> None:
-        self.store, self.conversation_id, self.holder = store, conversation_id, holder
-        self.policy, self.clock = policy, clock
+    def __init__(self, store: Store, conversation_id: str, policy: LeasePolicy,
+                 clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
+        self.store, self.conversation_id, self.holder = store, conversation_id, new_id("lease_")
+        self.policy, self.clock, self.sleep = policy, clock, sleep
+        self.held = False  # the lease is ours now
         self.stopped = False  # a cancel was asked for, or the lease was lost
         self.lost = False
         self.protected = False  # a side effect happened: a cancel no longer stops the turn
         self._done = threading.Event()
-        self._beat = threading.Thread(target=self._heartbeat, daemon=True)
-        self._beat.start()
+        self._beat: threading.Thread | None = None
+        self._started = clock()
+
+    def wait(self) -> None:
+        """Return once no other holder's lease is live, reading only; as the policy says,
+        refuse, or ask the running turn to stop, while one is."""
+        asked, pause = False, 0.02
+        while True:
+            now = self.clock()
+            lease = self.store.lease_holder(self.conversation_id, now)
+            if lease is None or lease.holder == self.holder:
+                return
+            self._busy(lease.expires_at, now, asked)
+            if self.policy.on_busy == "cancel" and not asked:
+                asked = self.store.request_cancel(self.conversation_id, now)
+            self.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def claim(self) -> LeaseClaim | None:
+        """What the turn's first commit carries to take the lease (None: held already)."""
+        return None if self.held else LeaseClaim(self.holder, self.policy.ttl_s, self.clock())
+
+    def took(self) -> None:
+        """The commit that carried the claim succeeded: the lease is ours; keep it alive."""
+        if not self.held:
+            self.held = True
+            self._beat = threading.Thread(target=self._heartbeat, daemon=True)
+            self._beat.start()
+
+    def take(self) -> None:
+        """Take the lease now, in a write of its own, waiting as the policy says."""
+        asked, pause = False, 0.02
+        while not self.held:
+            now = self.clock()
+            lease = self.store.lease(self.conversation_id, self.holder, self.policy.ttl_s, now)
+            if lease.granted:
+                self.took()
+                return
+            self._busy(lease.expires_at, now, asked)
+            if self.policy.on_busy == "cancel" and not asked:
+                asked = self.store.request_cancel(self.conversation_id, now)
+            self.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def giving_back(self) -> str | None:
+        """What the turn's last commit carries to give the lease back (None: not held)."""
+        return self.holder if self.held else None
+
+    def gave_back(self) -> None:
+        """The commit that carried the release succeeded."""
+        self._stop()
+        self.held = False
 
     def check(self) -> None:
         if self.lost or (self.stopped and not self.protected):
@@ -74,11 +133,25 @@ class Holding:
         self.check()
         self.protected = True
 
+    def end(self) -> None:
+        """The turn is over: stop the heartbeat, and give back a lease still held."""
+        self._stop()
+        if self.held:
+            self.held = False
+            self.store.release_lease(self.conversation_id, self.holder)
+
+    def _busy(self, expires_at: float, now: float, asked: bool) -> None:
+        retry_after = max(1.0, expires_at - now)
+        if self.policy.on_busy == "reject":
+            raise TurnInProgress(self.conversation_id, retry_after)
+        if now - self._started > self.policy.wait_s:
+            raise TurnInProgress(self.conversation_id, retry_after, waited=True)
+
     def _heartbeat(self) -> None:
         while not self._done.wait(self.policy.heartbeat_s):
             try:
-                lease = self.store.lease(self.conversation_id, self.holder, self.policy.ttl_s,
-                                         self.clock())
+                lease = self.store.renew_lease(self.conversation_id, self.holder,
+                                               self.policy.ttl_s, self.clock())
             except Exception:  # noqa: BLE001 - a closed store: the turn is ending anyway
                 return
             if not lease.granted:
@@ -86,39 +159,25 @@ class Holding:
             elif lease.cancel_requested:
                 self.stopped = True
 
-    def end(self) -> None:
+    def _stop(self) -> None:
         self._done.set()
-        self._beat.join()
+        if self._beat is not None:
+            self._beat.join()
+            self._beat = None
 
 
 @contextmanager
 def hold(store: Store, conversation_id: str, policy: LeasePolicy, *,
          clock: Callable[[], float] = time.time,
          sleep: Callable[[float], None] = time.sleep) -> Iterator[Holding]:
-    holder = new_id("lease_")
-    started = clock()
-    asked = False
-    pause = 0.02
-    while True:
-        now = clock()
-        lease = store.lease(conversation_id, holder, policy.ttl_s, now)
-        if lease.granted:
-            break
-        retry_after = max(1.0, lease.expires_at - now)
-        if policy.on_busy == "reject":
-            raise TurnInProgress(conversation_id, retry_after)
-        if policy.on_busy == "cancel" and not asked:
-            asked = store.request_cancel(conversation_id, now)
-        if now - started > policy.wait_s:
-            raise TurnInProgress(conversation_id, retry_after, waited=True)
-        sleep(pause)
-        pause = min(pause * 2, 0.5)
-    holding = Holding(store, conversation_id, holder, policy, clock)
+    """A turn's hold on the conversation's lease, not taken yet: the turn's first commit
+    takes it (or ``take`` does), and if another holder has it then, the commit writes nothing
+    and the turn waits (``wait``); given back when the block ends."""
+    holding = Holding(store, conversation_id, policy, clock, sleep)
     try:
         yield holding
     finally:
         holding.end()
-        store.release_lease(conversation_id, holder)
 
 
 def watched(on_text: Callable[[str], None] | None, holding: Holding) -> Callable[[str], None]:

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
+from threadline.errors import InputError
 from threadline.items import Item, ItemKind, NewItem
 from threadline.plugin import Host
 from threadline.request import TailBlock
+from threadline.stores.base import Store, append
 from threadline.turn.input import TurnInput
 
 T = TypeVar("T")
@@ -144,3 +147,64 @@ def this_turn(provider: ContextProvider, history: Sequence[Item]) -> Item | None
         if owns(provider, item):
             return item
     return None
+
+
+def branch_before(store: Store, conversation_id: str | None, branch: str,
+                  message: Item | None) -> Sequence[Item]:
+    """The branch before ``message`` (for a message not written yet: all of it; for a new
+    conversation: nothing), as a provider is shown it."""
+    if message is not None:
+        return items_before(store.history(message.conversation_id, message.branch), message)
+    return [] if conversation_id is None else store.history(conversation_id, branch)
+
+
+def items_before(history: Sequence[Item], message: Item) -> Sequence[Item]:
+    """The items of ``history`` before ``message`` (found from the end: it is near it)."""
+    return history[:next(i for i in range(len(history) - 1, -1, -1)
+                         if history[i].seq == message.seq)]
+
+
+Found = list[tuple[ContextProvider, Item]]  # what each provider recorded for a turn
+Gathered = list[tuple[ContextProvider, NewItem]]  # … and what each found, not yet recorded
+
+
+def check_turn(turn: TurnInput, providers: Sequence[ContextProvider], *, users: bool) -> None:
+    """Refuse a turn before anything waits or is written: an option no provider reads, a
+    user where nothing keeps memory (``users``: a hook does), or what a provider refuses."""
+    for option in turn.options:
+        if not any(isinstance(option, kind) for p in providers for kind in p.options):
+            raise InputError(f"no context provider of this engine reads a "
+                             f"{type(option).__name__} option",
+                             hint="register the provider that reads it with the engine")
+    if turn.user_id is not None and not users and not any(p.uses_user for p in providers):
+        raise InputError("this engine keeps no memory, so a turn cannot name a user",
+                         hint="use a store that keeps memory (SQLite or PostgreSQL), "
+                              "e.g. through threadline.standard_engine")
+    for provider in providers:
+        provider.check(turn)
+
+
+def gather(providers: Sequence[ContextProvider], found: Gathering,
+           message: Item | None) -> Gathered:
+    """What each provider finds for the turn; for a message already in the log, only
+    providers that recorded nothing for it yet look (a retry keeps the first try's)."""
+    recorded = () if message is None else found.host.store.history(message.conversation_id,
+                                                                   found.turn.branch)
+    out: Gathered = []
+    for provider in providers:
+        if message is not None and found_for(provider, recorded, message) is not None:
+            continue
+        item = provider.gather(found)
+        if item is not None:
+            out.append((provider, item))
+    return out
+
+
+def record_found(store: Store, message: Item, branch: str, gathered: Gathered,
+                 clock: Callable[[], datetime]) -> Found:
+    """Record what the providers found after ``message``, already in the log."""
+    if not gathered:
+        return []
+    items = append(store, message.conversation_id, branch, clock(),
+                   *(item for _, item in gathered))
+    return [(provider, item) for (provider, _), item in zip(gathered, items, strict=True)]

@@ -82,7 +82,10 @@ def respond(engine: Responder, message: Item, branch: str, on_text: OnText | Non
         if not completion.tool_calls or request.tool_choice == "none":
             reply, call = commit_reply(store, head=head, branch=branch, request=request,
                                        outcome=outcome, model_id=model.model_id, clock=clock,
-                                       prefix=prefix)
+                                       prefix=prefix, release_lease=None if holding is None
+                                       else holding.giving_back())
+            if holding is not None:
+                holding.gave_back()  # the reply's commit gave the lease back
             calls.append(call)
             return TurnResult(head.conversation_id, branch, message, reply, call,
                               tool_results=tuple(results))
@@ -103,16 +106,23 @@ def respond(engine: Responder, message: Item, branch: str, on_text: OnText | Non
         head = store.head(head.conversation_id, branch) or head
 
 
+def pending_calls_of(store: Store, conversation_id: str, branch: str) -> list[Item]:
+    """The open turn's recorded tool calls that have no result yet (a turn that died
+    mid-loop)."""
+    history = store.history(conversation_id, branch)
+    message = open_turn(history)
+    return [] if message is None else pending_calls(history, message)
+
+
 def run_pending(engine: Responder, conversation_id: str, branch: str,
                 holding: Holding | None) -> list[Item]:
     """Run the open turn's recorded tool calls that have no result yet, recording each
     result before the loop goes on; a replayed turn runs only these."""
     store = engine.store
-    history = store.history(conversation_id, branch)
-    message = open_turn(history)
-    pending = [] if message is None else pending_calls(history, message)
+    pending = pending_calls_of(store, conversation_id, branch)
     if not pending:
         return []
+    history = store.history(conversation_id, branch)
 
     def record(result: NewItem) -> Item:
         return append(store, conversation_id, branch, engine.clock(), result)[0]
