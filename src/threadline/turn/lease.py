@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from threadline.errors import TurnCancelled, TurnInProgress
 from threadline.items import new_id
-from threadline.stores.base import LeaseClaim, Store
+from threadline.stores.base import Lease, LeaseClaim, Store
 
 BUSY_POLICIES = ("queue", "reject", "cancel")
 
@@ -75,17 +75,10 @@ class Holding:
     def wait(self) -> None:
         """Return once no other holder's lease is live, reading only; as the policy says,
         refuse, or ask the running turn to stop, while one is."""
-        asked, pause = False, 0.02
-        while True:
-            now = self.clock()
+        def free(now: float) -> Lease | None:
             lease = self.store.lease_holder(self.conversation_id, now)
-            if lease is None or lease.holder == self.holder:
-                return
-            self._busy(lease.expires_at, now, asked)
-            if self.policy.on_busy == "cancel" and not asked:
-                asked = self.store.request_cancel(self.conversation_id, now)
-            self.sleep(pause)
-            pause = min(pause * 2, 0.5)
+            return None if lease is None or lease.holder == self.holder else lease
+        self._until(free)
 
     def claim(self) -> LeaseClaim | None:
         """What the turn's first commit carries to take the lease (None: held already)."""
@@ -100,18 +93,14 @@ class Holding:
 
     def take(self) -> None:
         """Take the lease now, in a write of its own, waiting as the policy says."""
-        asked, pause = False, 0.02
-        while not self.held:
-            now = self.clock()
+        def taken(now: float) -> Lease | None:
             lease = self.store.lease(self.conversation_id, self.holder, self.policy.ttl_s, now)
-            if lease.granted:
-                self.took()
-                return
-            self._busy(lease.expires_at, now, asked)
-            if self.policy.on_busy == "cancel" and not asked:
-                asked = self.store.request_cancel(self.conversation_id, now)
-            self.sleep(pause)
-            pause = min(pause * 2, 0.5)
+            if not lease.granted:
+                return lease
+            self.took()
+            return None
+        if not self.held:
+            self._until(taken)
 
     def giving_back(self) -> str | None:
         """What the turn's last commit carries to give the lease back (None: not held)."""
@@ -140,12 +129,21 @@ class Holding:
             self.held = False
             self.store.release_lease(self.conversation_id, self.holder)
 
-    def _busy(self, expires_at: float, now: float, asked: bool) -> None:
-        retry_after = max(1.0, expires_at - now)
-        if self.policy.on_busy == "reject":
-            raise TurnInProgress(self.conversation_id, retry_after)
-        if now - self._started > self.policy.wait_s:
-            raise TurnInProgress(self.conversation_id, retry_after, waited=True)
+    def _until(self, attempt: Callable[[float], Lease | None]) -> None:
+        """Call ``attempt`` until it finds no other holder in the way (None), backing off, and
+        doing meanwhile what the policy says: refuse, wait (up to ``wait_s``), or ask the
+        running turn to stop once."""
+        asked, pause = False, 0.02
+        while (busy := attempt(now := self.clock())) is not None:
+            retry_after = max(1.0, busy.expires_at - now)
+            if self.policy.on_busy == "reject":
+                raise TurnInProgress(self.conversation_id, retry_after)
+            if now - self._started > self.policy.wait_s:
+                raise TurnInProgress(self.conversation_id, retry_after, waited=True)
+            if self.policy.on_busy == "cancel" and not asked:
+                asked = self.store.request_cancel(self.conversation_id, now)
+            self.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
     def _heartbeat(self) -> None:
         while not self._done.wait(self.policy.heartbeat_s):
