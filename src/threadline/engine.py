@@ -25,7 +25,7 @@ from functools import lru_cache, partial
 
 from threadline.calls import ModelCall
 from threadline.errors import InputError, TurnSuperseded
-from threadline.items import Branch, Item, ItemKind, NewItem, utc_now, validate_text
+from threadline.items import Branch, Item, ItemKind, utc_now, validate_text
 from threadline.models.base import ModelBackend, OnText
 from threadline.plugin import Assemble
 from threadline.render.openai import prompt_cache_key
@@ -43,6 +43,7 @@ from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold, wat
 from threadline.turn.providers import (
     ContextProvider,
     Found,
+    Gathered,
     Gathering,
     branch_before,
     check_turn,
@@ -212,10 +213,10 @@ class Engine:
         if ingested.reply is not None:  # the first send of a retried message was answered
             return finished(self.store, ingested.message, ingested.reply)
         found.turn = turn.at(ingested.conversation_id, ingested.branch)
-        if ingested.created:
+        if ingested.created:  # what the providers found went in with the message
             recorded = list(zip([p for p, _ in gathered], ingested.context, strict=True))
-            head = ingested.context[-1] if ingested.context else ingested.message
-            return self._complete(found, ingested.message, head, recorded, on_text, holding)
+            return self._complete(found, ingested.message, ingested.message, recorded, on_text,
+                                  holding)
         head = self.store.head(ingested.conversation_id, ingested.branch) or ingested.message
         recorded = record_found(self.store, ingested.message, found.turn.branch, gathered,
                                 self.clock)
@@ -223,7 +224,7 @@ class Engine:
                               retry=True)
 
     def _ingest(self, turn: TurnInput, text: str, holding: Holding | None
-                ) -> tuple[Ingested, Gathering, list[tuple[ContextProvider, NewItem]]]:
+                ) -> tuple[Ingested, Gathering, Gathered]:
         """Gather the turn's context, then commit the message, the context and the lease
         together; if another turn took the lease meanwhile, wait for it and gather again."""
         cid, branch = turn.conversation_id, turn.branch

@@ -179,9 +179,7 @@ class LlamaCppModel:
     def _warm(self, tokens: Sequence[int]) -> dict[str, Any]:
         """Restore the kept sequence that shares the most with ``tokens`` if it beats what the
         context holds; where the reused tokens come from."""
-        llm = self._llm
-        held = common_prefix_len(llm._input_ids[:llm.n_tokens].tolist(), tokens) \
-            if llm.n_tokens else 0
+        held = self._held(tokens)
         found = None if self.kv is None else self.kv.find(tokens, better_than=held)
         if found is None:
             return {"source": "context" if held else "none"}
@@ -226,25 +224,23 @@ class LlamaCppModel:
         if self._lib.llama_state_seq_get_data(llm._ctx.ctx, state, size, 0) != size:
             log.warning("KV cache: the sequence's state could not be read; not kept")
             return
-        tokens = tuple(llm._input_ids[:llm.n_tokens].tolist())
+        tokens = tuple(llm._input_ids.tolist())
         self.kv.keep(Snapshot(self.identity, tokens, bytes(state)))
 
-    def _reusable_prefix(self, tokens: list[int]) -> int:
+    def _reusable_prefix(self, tokens: Sequence[int]) -> int:
         """How many prompt tokens llama.cpp will take from its KV cache rather than evaluate.
 
         Mirrors ``Llama.generate``: it keeps the longest common prefix with what it evaluated
         last, but re-evaluates one token when the whole prompt matched, to refresh logits.
         """
         llm = self._llm
-        if llm.n_tokens == 0:
-            return 0
-        evaluated = llm._input_ids
-        common = 0
-        for a, b in zip(evaluated, tokens, strict=False):
-            if a != b:
-                break
-            common += 1
-        if common == len(tokens):
-            exact = llm.n_tokens == len(tokens) and not getattr(llm, "_requires_eval", True)
+        common = self._held(tokens)
+        if common and common == len(tokens):
+            exact = llm.n_tokens == len(tokens) and not llm._requires_eval
             return common if exact else common - 1
         return common
+
+    def _held(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` the context holds evaluated, from the start."""
+        llm = self._llm
+        return common_prefix_len(llm._input_ids.tolist(), list(tokens)) if llm.n_tokens else 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from threadline.items import validate_text
 from threadline.plugin import Host
 from threadline.rewrite import DEFAULT_DEADLINE_S, DETERMINISTIC, Rewriter, RewriteResult, race
 from threadline.rewrite.deterministic import turns_of
@@ -39,8 +40,6 @@ def rewriters(host: Host, *, use_model: bool = True) -> list[Rewriter]:
 def rewrite(host: Host, conversation_id: str, text: str, branch: str = MAIN, *,
             deadline_s: float = DEFAULT_DEADLINE_S, use_model: bool = True) -> RewriteResult:
     """``text`` as a standalone query given a branch's conversation (``threadline rewrite``)."""
-    from threadline.items import validate_text
-
     validate_text(text, max_bytes=host.max_message_bytes)
     return race(rewriters(host, use_model=use_model),
                 turns_of(host.store.history(conversation_id, branch)), text,

@@ -11,6 +11,7 @@ A turn replayed after a crash runs only the decided calls that have no result ye
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -109,7 +110,10 @@ def respond(engine: Responder, message: Item, branch: str, on_text: OnText | Non
 def pending_calls_of(store: Store, conversation_id: str, branch: str) -> list[Item]:
     """The open turn's recorded tool calls that have no result yet (a turn that died
     mid-loop)."""
-    history = store.history(conversation_id, branch)
+    return _pending(store.history(conversation_id, branch))
+
+
+def _pending(history: Sequence[Item]) -> list[Item]:
     message = open_turn(history)
     return [] if message is None else pending_calls(history, message)
 
@@ -119,10 +123,10 @@ def run_pending(engine: Responder, conversation_id: str, branch: str,
     """Run the open turn's recorded tool calls that have no result yet, recording each
     result before the loop goes on; a replayed turn runs only these."""
     store = engine.store
-    pending = pending_calls_of(store, conversation_id, branch)
+    history = store.history(conversation_id, branch)
+    pending = _pending(history)
     if not pending:
         return []
-    history = store.history(conversation_id, branch)
 
     def record(result: NewItem) -> Item:
         return append(store, conversation_id, branch, engine.clock(), result)[0]

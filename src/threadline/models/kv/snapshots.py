@@ -19,6 +19,7 @@ import struct
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ class Snapshot:
     tokens: tuple[int, ...]
     state: bytes = field(repr=False)
 
-    @property
+    @cached_property  # looked up several times per keep; the tokens never change
     def key(self) -> str:
         return prefix_key(self.identity, self.tokens)
 

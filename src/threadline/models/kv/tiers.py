@@ -234,8 +234,7 @@ class DiskTier:
 
     def _files(self) -> Iterator[Path]:
         try:
-            yield from (p for p in self.folder.iterdir()
-                        if p.suffix == _SUFFIX and not p.name.startswith("."))
+            yield from _snapshot_files(self.folder)
         except FileNotFoundError:
             return
         except OSError as err:
@@ -306,7 +305,7 @@ def usage(root: Path) -> list[FolderUsage]:
     out = []
     folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     for folder in folders:
-        files = [p for p in folder.iterdir() if p.suffix == _SUFFIX and not p.name.startswith(".")]
+        files = list(_snapshot_files(folder))
         model = None
         for path in files:
             try:
@@ -329,6 +328,11 @@ def clear(root: Path) -> int:
                 path.unlink(missing_ok=True)
                 count += path.suffix == _SUFFIX
     return count
+
+
+def _snapshot_files(folder: Path) -> Iterator[Path]:
+    """The snapshot files in ``folder`` (not the temporary ones being written)."""
+    return (p for p in folder.iterdir() if p.suffix == _SUFFIX and not p.name.startswith("."))
 
 
 def _size(path: Path) -> int:
