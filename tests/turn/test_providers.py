@@ -150,6 +150,10 @@ def test_edit_answer_and_regenerate_take_the_same_input(store: SQLiteStore) -> N
     assert "Bergen" in model.requests[-1].openai_messages()[-2]["content"]
     with pytest.raises(InputError):
         engine.regenerate(first.conversation_id, first.message.seq, TurnInput("new text"))
+    branches = len(store.branches(first.conversation_id))
+    with pytest.raises(InputError, match="an edit needs the new text"):
+        engine.edit(first.conversation_id, first.message.seq, TurnInput())
+    assert len(store.branches(first.conversation_id)) == branches  # refused before the fork
     with pytest.raises(InputError):
         engine.answer(TurnInput("text", conversation_id=first.conversation_id))
     with pytest.raises(InputError, match="either a TurnInput or a text"):
