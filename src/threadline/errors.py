@@ -38,11 +38,14 @@ Nothing raised before a commit has written anything: a bad input leaves the stor
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ThreadlineError(Exception):
     """Base class. ``str(err)`` is the message a user sees; ``hint`` says what to do."""
 
     exit_code = 1
+    details: dict[str, Any] | None = None  # what a program needs besides the message
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)

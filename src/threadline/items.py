@@ -82,6 +82,34 @@ def chain_hash_json(parent_hash: str | None, kind: ItemKind, content_json: str) 
     canonical JSON of a dict embeds its values' canonical JSON)."""
     body = (f'{{"content":{content_json},"kind":{canonical_json(str(kind))},'
             f'"parent":{canonical_json(parent_hash)}}}')
+    return _blake2b(body)
+
+
+# What a chat client sees of a conversation: its user and assistant messages, by role.
+VISIBLE_ROLES = {ItemKind.USER: "user", ItemKind.ASSISTANT: "assistant"}
+
+
+def transcript_root(system: str | None) -> str:
+    """Where a conversation's transcript hash starts: its system prompt."""
+    return _blake2b(canonical_json({"system": system}))
+
+
+def transcript_hash(parent: str, role: str, text: str) -> str:
+    """The transcript hash after one more visible message: chained over the system prompt
+    and the user and assistant messages only, so a client that resends its history can be
+    matched to the log without knowing the context items the log holds between them."""
+    return _blake2b(canonical_json({"parent": parent, "role": role, "text": text}))
+
+
+def transcript_after(parent: str, kind: ItemKind, content: Mapping[str, Any]) -> str:
+    """``parent`` moved on by an item: by a message, or unchanged by anything else."""
+    role = VISIBLE_ROLES.get(kind)
+    text = content.get("text")
+    return parent if role is None or not isinstance(text, str) else \
+        transcript_hash(parent, role, text)
+
+
+def _blake2b(body: str) -> str:
     return HASH_PREFIX + hashlib.blake2b(body.encode("utf-8"), digest_size=32).hexdigest()
 
 

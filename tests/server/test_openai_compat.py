@@ -63,7 +63,7 @@ def test_refusals_reach_the_sdk_as_errors_and_change_nothing(sdk: OpenAI,
     with pytest.raises(NotFoundError):
         sdk.chat.completions.create(model="any", metadata={"conversation_id": "c_missing"},
                                     messages=[{"role": "user", "content": "hi"}])
-    with pytest.raises(BadRequestError, match="no user message"):
+    with pytest.raises(BadRequestError, match="last message must be the new one"):
         sdk.chat.completions.create(model="any",
                                     messages=[{"role": "system", "content": "only this"}])
     assert store.conversations() == []

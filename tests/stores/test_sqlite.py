@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from threadline.errors import InputError, NotAThreadlineDatabase, SchemaTooNew
-from threadline.items import NewItem, utc_now
+from threadline.items import (
+    ItemKind,
+    NewItem,
+    canonical_json,
+    chain_hash,
+    format_time,
+    transcript_hash,
+    transcript_root,
+    utc_now,
+)
 from threadline.settings import Durability
 from threadline.stores.base import Commit, NewConversation
 from threadline.stores.sqlite import SQLiteStore, schema
@@ -110,11 +119,21 @@ def test_an_older_database_is_migrated_on_open(tmp_path: Path,
     path = tmp_path / "old.db"
     first_only = migrations()[:1]
     monkeypatch.setattr(schema, "migrations", lambda: first_only)
-    old = SQLiteStore(path)
-    old.commit(Commit(conversation_id="c_old", created_at=utc_now(),
-                      create=NewConversation("c_old"), items=[NewItem.user("from v1")]))
-    old.close()
+    SQLiteStore(path).close()
     monkeypatch.undo()
+    # rows as a threadline of schema version 1 wrote them
+    now, content = format_time(utc_now()), canonical_json({"text": "from v1"})
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO conversations (id, created_at, system, metadata) "
+                 "VALUES ('c_old', ?, 'be kind', '{}')", (now,))
+    conn.execute("INSERT INTO branches (conversation_id, name, created_at) "
+                 "VALUES ('c_old', 'main', ?)", (now,))
+    conn.execute("INSERT INTO items (conversation_id, seq, branch, parent_seq, turn, kind, "
+                 "content, hash, created_at) VALUES ('c_old', 1, 'main', NULL, 1, "
+                 "'user_message', ?, ?, ?)",
+                 (content, chain_hash(None, ItemKind.USER, {"text": "from v1"}), now))
+    conn.commit()
+    conn.close()
     store = SQLiteStore(path)
     try:
         versions = [r[0] for r in store._conn.execute("SELECT version FROM threadline_migrations")]
@@ -122,5 +141,12 @@ def test_an_older_database_is_migrated_on_open(tmp_path: Path,
         columns = {r[1] for r in store._conn.execute("PRAGMA table_info(model_calls)")}
         assert "prefix_report" in columns
         assert [i.text for i in store.history("c_old")] == ["from v1"]
+        # the old row got its transcript hash, and the log carries the chain on from it
+        assert store.transcript("c_old", 1) == transcript_hash(transcript_root("be kind"),
+                                                               "user", "from v1")
+        store.commit(Commit(conversation_id="c_old", created_at=utc_now(), expected_head=1,
+                            items=[NewItem.assistant("from now")]))
+        assert [m.seq for m in store.matching_messages([transcript_hash(
+            store.transcript("c_old", 1) or "", "assistant", "from now")])] == [2]
     finally:
         store.close()

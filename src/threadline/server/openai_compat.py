@@ -1,13 +1,22 @@
-"""An OpenAI-compatible ``POST /v1/chat/completions`` where the server owns the history.
+"""An OpenAI-compatible ``POST /v1/chat/completions`` over durable conversations.
 
-An existing OpenAI client keeps working, but stops re-sending the conversation: it names the
-conversation (``metadata.conversation_id``, or the ``X-Threadline-Conversation`` header) and
-sends only the new user message; threadline appends it to the durable log, assembles the
-request with its cache-stable prefix, and answers. Without a conversation id a new
-conversation starts (its first message's leading system message, if any, becomes its system
-prompt) and its id comes back in the ``X-Threadline-Conversation`` header and the response's
-``threadline`` field. ``Idempotency-Key`` makes a retried request return the first answer.
-Streaming uses OpenAI's chunk format, ending in ``data: [DONE]``.
+Two ways to use it, and a client need not say which:
+
+- **Stateless clients** (most of them) resend the whole ``messages`` list on every call.
+  threadline places the resent history in the log by its transcript hashes
+  (``interop/resent.py``): it continues the branch it is the transcript of, forks where it
+  departs from one (an edit or a regeneration in the client), or imports it as a new
+  conversation; then it runs the turn. The conversation lives on the server, and the
+  prefix of each request is the previous one's, so it is cached.
+- **Clients that name the conversation** (``metadata.conversation_id``, or the
+  ``X-Threadline-Conversation`` header) may send only the new user message. If they send a
+  history, it must agree with the conversation's: otherwise 409 with the first differing
+  message's index, or a fork with ``X-Threadline-On-Mismatch: fork``.
+
+The conversation and branch come back in the ``X-Threadline-Conversation`` and
+``X-Threadline-Branch`` headers and the response's ``threadline`` field, with how the history
+was placed. ``Idempotency-Key`` makes a retried request return the first answer. Streaming
+uses OpenAI's chunk format, ending in ``data: [DONE]``.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -23,11 +32,13 @@ from pydantic import BaseModel, ConfigDict
 
 from threadline.engine import Engine, TurnResult
 from threadline.errors import InputError
-from threadline.items import new_id
+from threadline.interop.resent import Placement, place, resent_from, settle
+from threadline.items import new_id, validate_text
 from threadline.server.streams import error_body, pump
-from threadline.stores.base import MAIN, Commit, NewConversation
+from threadline.turn.input import TurnInput
 
 CONVERSATION_HEADER = "X-Threadline-Conversation"
+BRANCH_HEADER = "X-Threadline-Branch"
 
 
 class ChatMessage(BaseModel):
@@ -52,35 +63,42 @@ def add_chat_completions(app: FastAPI, engine: Engine) -> None:
             body: ChatCompletionBody,
             conversation: str | None = Header(default=None, alias=CONVERSATION_HEADER),
             idempotency_key: str | None = Header(default=None, alias="Idempotency-Key"),
+            on_mismatch: Literal["refuse", "fork"] = Header(
+                default="refuse", alias="X-Threadline-On-Mismatch"),
     ) -> dict[str, Any] | Response:
         cid = conversation or (body.metadata or {}).get("conversation_id")
-        text = _new_message(body.messages)
-        if cid is None:
-            system = next((_text(m) for m in body.messages if m.role == "system"), None)
-            cid = new_id("c_")
-            store.commit(Commit(conversation_id=cid, created_at=engine.clock(),
-                                expected_head=None, create=NewConversation(cid, system=system)))
+        resent = resent_from([_said(n, m) for n, m in enumerate(body.messages)],
+                             max_bytes=engine.max_message_bytes)
+        validate_text(resent.text, max_bytes=engine.max_message_bytes)
+        earlier = None if idempotency_key is None else store.find_client_message(
+            idempotency_key)
+        if earlier is not None:  # a retried request: the turn it started answers it
+            placement = Placement("continued", earlier.conversation_id, earlier.branch)
         else:
-            store.conversation(cid)  # a 404 before anything is written
+            placement = place(store, resent, conversation_id=cid, on_mismatch=on_mismatch)
+        cid, branch = settle(store, placement, clock=engine.clock)
 
         def run(on_text: Callable[[str], None] | None) -> TurnResult:
-            return engine.run_turn(text, conversation_id=cid, branch=MAIN,
+            if placement.how == "answered":  # its message is in the log already
+                return engine.answer(TurnInput(conversation_id=cid, branch=branch),
+                                     on_text=on_text)
+            return engine.run_turn(resent.text, conversation_id=cid, branch=branch,
                                    client_msg_id=idempotency_key, on_text=on_text)
 
-        headers = {CONVERSATION_HEADER: cid}
+        headers = {CONVERSATION_HEADER: cid, BRANCH_HEADER: branch}
         if not body.stream:
-            return JSONResponse(_completion(run(None)), headers=headers)
-        return StreamingResponse(_chunks(run, engine.model.model_id),
+            return JSONResponse(_completion(run(None), placement), headers=headers)
+        return StreamingResponse(_chunks(run, engine.model.model_id, placement),
                                  media_type="text/event-stream",
                                  headers={**headers, "Cache-Control": "no-cache"})
 
 
-def _new_message(messages: list[ChatMessage]) -> str:
-    users = [m for m in messages if m.role == "user"]
-    if not users:
-        raise InputError("the request has no user message; send the new message with role "
-                         "'user'", hint="the server keeps the history: send only what is new")
-    return _text(users[-1])
+def _said(index: int, message: ChatMessage) -> tuple[str, str]:
+    if message.role == "assistant" and (message.model_extra or {}).get("tool_calls"):
+        raise InputError(f"message {index} is an assistant message with tool calls; "
+                         "threadline runs tools on the server",
+                         hint="resend only what the user and the assistant said")
+    return message.role, _text(message)
 
 
 def _text(message: ChatMessage) -> str:
@@ -93,7 +111,7 @@ def _text(message: ChatMessage) -> str:
     return "\n".join(str(t) for t in texts)
 
 
-def _completion(result: TurnResult) -> dict[str, Any]:
+def _completion(result: TurnResult, placement: Placement) -> dict[str, Any]:
     call = result.call
     usage = call.usage
     return {
@@ -105,12 +123,14 @@ def _completion(result: TurnResult) -> dict[str, Any]:
                   "completion_tokens": usage.completion_tokens,
                   "total_tokens": usage.prompt_tokens + usage.completion_tokens,
                   "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}},
-        "threadline": {"conversation_id": result.conversation_id, "turn": result.turn,
-                       "call_id": call.id, "deduplicated": result.deduplicated},
+        "threadline": {"conversation_id": result.conversation_id, "branch": result.branch,
+                       "turn": result.turn, "call_id": call.id,
+                       "deduplicated": result.deduplicated, "history": placement.to_json()},
     }
 
 
-def _chunks(run: Callable[[Callable[[str], None]], TurnResult], model_id: str) -> Iterator[str]:
+def _chunks(run: Callable[[Callable[[str], None]], TurnResult], model_id: str,
+            placement: Placement) -> Iterator[str]:
     stream_id, created = f"chatcmpl-{new_id('')}", int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -124,7 +144,7 @@ def _chunks(run: Callable[[Callable[[str], None]], TurnResult], model_id: str) -
         if kind == "delta":
             yield chunk({"content": value})
         elif kind == "done":
-            result = _completion(value)
+            result = _completion(value, placement)
             yield chunk({}, result["choices"][0]["finish_reason"], usage=result["usage"],
                         threadline=result["threadline"])
         else:

@@ -62,8 +62,8 @@ def pump(run: Callable[[Callable[[str], None]], TurnResult], *,
 def error_body(err: BaseException) -> dict[str, Any]:
     """The JSON error body every endpoint and stream uses."""
     if isinstance(err, ThreadlineError):
-        return {"error": {"type": type(err).__name__, "message": err.message,
-                          "hint": err.hint}}
+        body = {"type": type(err).__name__, "message": err.message, "hint": err.hint}
+        return {"error": body if err.details is None else {**body, **err.details}}
     return {"error": {"type": type(err).__name__, "message": str(err), "hint": None}}
 
 

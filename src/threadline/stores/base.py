@@ -142,6 +142,16 @@ class ConversationSummary:
                 "updated_at": format_time(self.updated_at)}
 
 
+@dataclass(frozen=True)
+class TranscriptMatch:
+    """A message item whose transcript hash (``items.transcript_hash``) was asked for."""
+
+    transcript: str
+    conversation_id: str
+    seq: int
+    branch: str
+
+
 class Store(Protocol):
     """A durable conversation log. Every method either completes or changes nothing."""
 
@@ -184,6 +194,17 @@ class Store(Protocol):
     def item(self, conversation_id: str, seq: int) -> Item: ...
 
     def find_client_message(self, client_msg_id: str) -> Item | None: ...
+
+    def matching_messages(self, hashes: Sequence[str], *,
+                          conversation_id: str | None = None) -> list[TranscriptMatch]:
+        """The user and assistant messages whose transcript hash is one of ``hashes``, in
+        any conversation (or in one): where a resent history is in the log. An indexed
+        lookup, whatever the number of conversations."""
+        ...
+
+    def transcript(self, conversation_id: str, seq: int) -> str | None:
+        """Item ``seq``'s transcript hash: its conversation's visible messages up to it."""
+        ...
 
     def call(self, call_id: str) -> ModelCall: ...
 

@@ -41,6 +41,7 @@ from threadline.items import (
     chain_hash_json,
     format_time,
     parse_time,
+    transcript_after,
 )
 from threadline.stores import delta
 from threadline.stores.base import (
@@ -63,12 +64,14 @@ from threadline.stores.rows import (
     stored_time,
 )
 from threadline.stores.sessions import Cursor, Database, Execute, Lineage, Session
+from threadline.stores.transcripts import TranscriptsSQL, fill_conversation, root_of
 from threadline.stores.turn_state import TurnStateSQL
 
 __all__ = ["Cursor", "Execute", "RelationalStore", "Session", "Violation"]
 
 _ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
                  "created_at, client_msg_id")
+_HEAD = tuple[int, str, int, str]  # a branch head's seq, hash, turn and transcript hash
 _CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
                  "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
                  "started_at, error, prefix_report, purpose")
@@ -80,7 +83,7 @@ _REMEMBERED_ITEMS = 200_000      # items read before, kept per branch for the ne
 Violation = Literal["client_msg_id", "foreign_key", "other"]
 
 
-class RelationalStore(TurnStateSQL):
+class RelationalStore(TurnStateSQL, TranscriptsSQL):
     """The Store protocol over SQL; subclasses connect it to a database."""
 
     path: str
@@ -245,17 +248,29 @@ class RelationalStore(TurnStateSQL):
                       fork.from_seq)
 
     def _append_items(self, db: Session, commit: Commit, next_seq: int,
-                      head: tuple[int, str, int] | None, created: str) -> list[Item]:
-        parent_seq, parent_hash, turn = (None, None, 0) if head is None else head
+                      head: _HEAD | None, created: str) -> list[Item]:
+        if not commit.items:
+            return []
+        if head is None:
+            parent_seq, parent_hash, turn = None, None, 0
+            spec = commit.create
+            transcript = root_of(db, commit.conversation_id,
+                                 None if spec is None else spec.system,
+                                 creating=spec is not None)
+        else:
+            parent_seq, parent_hash, turn, transcript = head
         moment = parse_time(created)
         out = []
         for new in commit.items:
             turn = turn + 1 if new.kind is ItemKind.USER else turn
             digest = chain_hash_json(parent_hash, new.kind, new.content_json)
+            transcript = transcript_after(transcript, new.kind, new.content)
             try:
-                db.run(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                db.run(f"INSERT INTO items ({_ITEM_COLUMNS}, transcript) "
+                       "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                        (commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
-                        str(new.kind), new.content_json, digest, created, new.client_msg_id))
+                        str(new.kind), new.content_json, digest, created, new.client_msg_id,
+                        transcript))
             except self.INTEGRITY_ERRORS as err:
                 if new.client_msg_id and self._violation(err) == "client_msg_id":
                     raise ClientMessageConflict(new.client_msg_id, "another message") from err
@@ -401,21 +416,32 @@ class RelationalStore(TurnStateSQL):
             return self._head(db, conversation_id, branch)
 
     def _write_position(self, db: Session, conversation_id: str,
-                        branch: str) -> tuple[int, tuple[int, str, int] | None]:
-        """The conversation's last seq and the branch head's (seq, hash, turn), read in one
-        statement when the branch has items of its own (the common case)."""
+                        branch: str) -> tuple[int, _HEAD | None]:
+        """The conversation's last seq and the branch head's (seq, hash, turn, transcript),
+        read in one statement when the branch has items of its own (the common case)."""
         lineage = self._lineage(db, conversation_id, branch)
         name, limit = lineage[0]
         row = db.one(
             "SELECT (SELECT coalesce(max(seq), 0) FROM items WHERE conversation_id = ?),"
-            " h.seq, h.hash, h.turn FROM (SELECT 1) AS one LEFT JOIN (SELECT seq, hash, turn"
-            " FROM items WHERE conversation_id = ? AND branch = ? AND seq <= ?"
-            " ORDER BY seq DESC LIMIT 1) AS h ON 1 = 1",
+            " h.seq, h.hash, h.turn, h.transcript FROM (SELECT 1) AS one LEFT JOIN"
+            " (SELECT seq, hash, turn, transcript FROM items WHERE conversation_id = ?"
+            " AND branch = ? AND seq <= ? ORDER BY seq DESC LIMIT 1) AS h ON 1 = 1",
             (conversation_id, conversation_id, name, limit))
+        last = int(row[0])
         if row[1] is not None:
-            return int(row[0]), (int(row[1]), str(row[2]), int(row[3]))
-        head = self._head(db, conversation_id, branch)  # a fresh fork: look in its ancestors
-        return int(row[0]), None if head is None else (head.seq, head.hash, head.turn)
+            head_seq, digest, turn, transcript = int(row[1]), str(row[2]), int(row[3]), row[4]
+        else:
+            item = self._head(db, conversation_id, branch)  # a fresh fork: in its ancestors
+            if item is None:
+                return last, None
+            head_seq, digest, turn = item.seq, item.hash, item.turn
+            transcript = db.one("SELECT transcript FROM items WHERE conversation_id = ? AND "
+                                "seq = ?", (conversation_id, head_seq))[0]
+        if transcript is None:  # written before transcript hashes: fill them in first
+            fill_conversation(db, conversation_id)
+            transcript = db.one("SELECT transcript FROM items WHERE conversation_id = ? AND "
+                                "seq = ?", (conversation_id, head_seq))[0]
+        return last, (head_seq, digest, turn, str(transcript))
 
     def _head(self, db: Session, conversation_id: str, branch: str) -> Item | None:
         """The newest item on the branch or, for a fresh fork, on its ancestors."""

@@ -24,6 +24,8 @@ from threadline.stores.migrations import SchemaStatus
 from threadline.stores.postgres import schema
 from threadline.stores.postgres.fulltext import TSVECTOR
 from threadline.stores.relational import Cursor, Execute, RelationalStore, Violation
+from threadline.stores.sessions import Session
+from threadline.stores.transcripts import fill_missing
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -84,12 +86,18 @@ class PostgresStore(RelationalStore):
         return "client_msg_id" if constraint == "items_by_client_msg_id" else "other"
 
 
+TRANSCRIPTS = 7  # the migration that gave items their transcript hashes
+
+
 def migrate(url: str) -> tuple[SchemaStatus, list[int]]:
     """Bring the database at ``url`` to this threadline's schema; what was applied."""
     where = redact(url)
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             applied = schema.migrate(conn, where)
+            if TRANSCRIPTS in applied:  # the rows from before it get their transcript hashes
+                with conn.transaction():
+                    fill_missing(Session(_executor(conn, where), writing=True))
             return schema.status(conn, where), applied
     except psycopg.OperationalError as err:
         raise _unreachable(where, err) from err

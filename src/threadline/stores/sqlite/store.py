@@ -24,6 +24,7 @@ from threadline.stores.sqlite.fulltext import FTS5, create_corpus_index
 from threadline.stores.sqlite.schema import check_file, current_version, migrate
 
 _SYNCHRONOUS = {Durability.FULL: "FULL", Durability.NORMAL: "NORMAL", Durability.OFF: "OFF"}
+TRANSCRIPTS = 11  # the migration that gave items their transcript hashes
 
 
 class SQLiteStore(RelationalStore):
@@ -46,9 +47,15 @@ class SQLiteStore(RelationalStore):
             file.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise StoreReadOnly(str(file.parent), err.strerror or str(err)) from err
-        self._conn = self._open(file, busy_timeout_s)
+        self._conn, applied = self._open(file, busy_timeout_s)
+        if TRANSCRIPTS in applied:  # the rows from before it get their transcript hashes
+            try:
+                self.fill_transcripts()
+            except BaseException:
+                self._conn.close()
+                raise
 
-    def _open(self, file: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    def _open(self, file: Path, busy_timeout_s: float) -> tuple[sqlite3.Connection, list[int]]:
         conn = sqlite3.connect(file, isolation_level=None, check_same_thread=False,
                                timeout=busy_timeout_s)
         try:
@@ -59,14 +66,14 @@ class SQLiteStore(RelationalStore):
             conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[self.durability]}")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA cache_size = -32768")  # 32 MiB: index pages of long logs stay hot
-            migrate(conn, file)
+            applied = migrate(conn, file)
         except sqlite3.OperationalError as err:
             conn.close()
             raise _store_error(self.path, err) from err
         except BaseException:
             conn.close()
             raise
-        return conn
+        return conn, applied
 
     def close(self) -> None:
         with self._lock:
