@@ -9,10 +9,11 @@ import psycopg
 import pytest
 
 from threadline.errors import InputError, SchemaTooNew, StoreError
-from threadline.items import NewItem
+from threadline.items import NewItem, canonical_json, transcript_hash, transcript_root
 from threadline.stores.base import Commit, NewConversation
 from threadline.stores.postgres import PostgresStore, migrate, redact, schema_status
 from threadline.stores.postgres.schema import migrations
+from threadline.stores.postgres.store import TRANSCRIPTS
 
 _T0 = datetime(2026, 1, 2, tzinfo=UTC)
 
@@ -81,5 +82,31 @@ def test_text_postgresql_cannot_hold_is_refused_and_nothing_is_written(
                                 create=NewConversation("c_nul", system="be\x00brief"),
                                 items=[NewItem.user("hi")]))
         assert store.conversations() == []
+    finally:
+        store.close()
+
+
+def test_migrating_gives_older_rows_their_transcript_hashes(
+        empty_postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadline.stores.postgres import schema
+
+    before = migrations()[:TRANSCRIPTS - 1]
+    monkeypatch.setattr(schema, "migrations", lambda: before)
+    migrate(empty_postgres_url)
+    monkeypatch.undo()
+    with psycopg.connect(empty_postgres_url) as conn:  # rows as the older schema held them
+        conn.execute("INSERT INTO conversations (id, created_at, system, metadata) "
+                     "VALUES ('c_old', now(), 'be kind', '{}')")
+        conn.execute("INSERT INTO branches (conversation_id, name, created_at) "
+                     "VALUES ('c_old', 'main', now())")
+        conn.execute("INSERT INTO items (conversation_id, seq, branch, parent_seq, turn, kind,"
+                     " content, hash, created_at) VALUES ('c_old', 1, 'main', NULL, 1, "
+                     "'user_message', %s, 'b2:x', now())",
+                     (canonical_json({"text": "from before"}),))
+    assert TRANSCRIPTS in migrate(empty_postgres_url)[1]
+    store = PostgresStore(empty_postgres_url)
+    try:
+        assert store.transcript("c_old", 1) == transcript_hash(transcript_root("be kind"),
+                                                               "user", "from before")
     finally:
         store.close()

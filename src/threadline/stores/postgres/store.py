@@ -95,10 +95,11 @@ def migrate(url: str) -> tuple[SchemaStatus, list[int]]:
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             applied = schema.migrate(conn, where)
-            if TRANSCRIPTS in applied:  # the rows from before it get their transcript hashes
+            status = schema.status(conn, where)
+            if status.version >= TRANSCRIPTS:  # rows from before it get their hashes
                 with conn.transaction():
                     fill_missing(Session(_executor(conn, where), writing=True))
-            return schema.status(conn, where), applied
+            return status, applied
     except psycopg.OperationalError as err:
         raise _unreachable(where, err) from err
 

@@ -47,15 +47,16 @@ class SQLiteStore(RelationalStore):
             file.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise StoreReadOnly(str(file.parent), err.strerror or str(err)) from err
-        self._conn, applied = self._open(file, busy_timeout_s)
-        if TRANSCRIPTS in applied:  # the rows from before it get their transcript hashes
-            try:
+        self._conn, version = self._open(file, busy_timeout_s)
+        if version >= TRANSCRIPTS:  # rows from before it get their transcript hashes (if a
+            try:                    # crash cut the first fill short, on a later open)
                 self.fill_transcripts()
             except BaseException:
                 self._conn.close()
                 raise
 
-    def _open(self, file: Path, busy_timeout_s: float) -> tuple[sqlite3.Connection, list[int]]:
+    def _open(self, file: Path, busy_timeout_s: float) -> tuple[sqlite3.Connection, int]:
+        """The connection, and the schema version it is at."""
         conn = sqlite3.connect(file, isolation_level=None, check_same_thread=False,
                                timeout=busy_timeout_s)
         try:
@@ -66,14 +67,15 @@ class SQLiteStore(RelationalStore):
             conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[self.durability]}")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA cache_size = -32768")  # 32 MiB: index pages of long logs stay hot
-            applied = migrate(conn, file)
+            migrate(conn, file)
+            version = current_version(conn, file)
         except sqlite3.OperationalError as err:
             conn.close()
             raise _store_error(self.path, err) from err
         except BaseException:
             conn.close()
             raise
-        return conn, applied
+        return conn, version
 
     def close(self) -> None:
         with self._lock:
