@@ -95,7 +95,9 @@ def place(store: Store, resent: Resent, *, conversation_id: str | None = None,
     if not hashes:
         return Placement("new", None, system=system)
     depth = {digest: n for n, digest in enumerate(hashes, 1)}
-    found = store.matching_messages(hashes, conversation_id=conversation_id)
+    # the common case, a client continuing, is one row: look for the whole history first
+    found = store.matching_messages(hashes[-1:], conversation_id=conversation_id) or \
+        store.matching_messages(hashes[:-1], conversation_id=conversation_id)
     matched = max((depth[m.transcript] for m in found), default=0)
     placement = _best(store, resent, hashes, [m for m in found if depth[m.transcript] ==
                                               matched], matched, system)
