@@ -16,7 +16,8 @@ SOURCE = ROOT / "src" / "threadline"
 LAYERS = [
     ["errors", "sequences", "version"],
     ["items"],
-    ["settings", "request", "calls"],
+    ["settings", "request"],
+    ["calls"],
     ["render"],
     ["models"],
     ["stores"],

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from threadline.items import canonical_json, format_time
+from threadline.request import HistoryMark, shared_history
 from threadline.sequences import common_prefix_len
 
 
@@ -63,17 +64,21 @@ class Rendering:
     """A rendered prompt and its token ids, in parts that end where messages end.
 
     A backend that renders message by message builds each request on the previous one's parts,
-    sharing the part objects of what did not change. Comparing two renderings is then a pointer
-    check per part plus a scan of what follows the last shared part, and the whole prompt and
-    token list are joined only when someone asks for them: recording the 10,000th turn of a
-    conversation costs what the turn added, not the millions of tokens before it.
+    sharing the part objects of what did not change, and says so with ``per_message``: part
+    ``i`` renders message ``i`` alone, by the backend's model. Two requests known to share
+    their first n messages then share their first n parts, and comparing the renderings is a
+    scan of what follows; the whole prompt and token list are joined only when someone asks
+    for them. Recording the 10,000th turn of a conversation costs what the turn added, not the
+    millions of tokens before it.
     """
 
-    __slots__ = ("parts", "has_tokens", "_prompt", "_tokens")
+    __slots__ = ("parts", "has_tokens", "per_message", "_prompt", "_tokens")
 
-    def __init__(self, parts: Sequence[RenderedPart], *, has_tokens: bool = True) -> None:
+    def __init__(self, parts: Sequence[RenderedPart], *, has_tokens: bool = True,
+                 per_message: bool = False) -> None:
         self.parts = tuple(parts)
         self.has_tokens = has_tokens
+        self.per_message = per_message
         self._prompt: str | None = None
         self._tokens: tuple[int, ...] | None = None
 
@@ -84,7 +89,7 @@ class Rendering:
 
     @classmethod
     def extend(cls, kept: Sequence[RenderedPart], pieces: Iterable[tuple[str, tuple[int, ...]]],
-               *, has_tokens: bool = True) -> Rendering:
+               *, has_tokens: bool = True, per_message: bool = False) -> Rendering:
         """``kept`` (parts of an earlier rendering, from its start) followed by new pieces."""
         parts = list(kept)
         chars, size, count = (parts[-1].chars_end, parts[-1].bytes_end, parts[-1].tokens_end) \
@@ -92,7 +97,7 @@ class Rendering:
         for text, tokens in pieces:
             chars, size, count = chars + len(text), size + _utf8_len(text), count + len(tokens)
             parts.append(RenderedPart(text, tokens, chars, size, count))
-        return cls(parts, has_tokens=has_tokens)
+        return cls(parts, has_tokens=has_tokens, per_message=per_message)
 
     @property
     def prompt(self) -> str:
@@ -120,11 +125,12 @@ class Rendering:
     def n_tokens(self) -> int | None:
         return (self.parts[-1].tokens_end if self.parts else 0) if self.has_tokens else None
 
-    def shared(self, other: Rendering) -> Shared:
+    def shared(self, other: Rendering, known: int = 0) -> Shared:
         """The common prefix of this rendering and ``other``, exact to the character and
-        token: whole shared parts first (equal parts, usually the same objects), then a scan
-        of the rest."""
-        k = common_prefix_len(self.parts, other.parts)
+        token: whole shared parts first (the first ``known`` are equal by the caller's proof;
+        then equal parts, usually the same objects), then a scan of the rest."""
+        known = min(known, len(self.parts), len(other.parts))
+        k = known + common_prefix_len(self.parts[known:], other.parts[known:])
         last = self.parts[k - 1] if k else RenderedPart("", (), 0, 0, 0)
         mine, theirs = _text_from(self.parts, k), _text_from(other.parts, k)
         chars = common_prefix_len(mine, theirs)
@@ -183,13 +189,20 @@ class SentRequest:
 
     ``messages`` are provider-shaped dicts; ``rendering`` is set by backends that render a chat
     template themselves (llama.cpp): the prompt text and its token ids, so reuse can be
-    measured in tokens.
+    measured in tokens. ``history`` is the assembled request's :class:`HistoryMark`, for
+    backends that send its messages one for one, in order: it lets the store and the prefix
+    report confirm a shared history without visiting it (``shared_messages``). It is not part
+    of the record: a request read back from the store has none.
     """
 
     model: str
     messages: tuple[Mapping[str, Any], ...]
     params: Mapping[str, Any] = field(default_factory=dict)
     rendering: Rendering | None = None
+    history: HistoryMark | None = field(default=None, compare=False, repr=False)
+    # the payload's size in characters and UTF-8 bytes, once measured: it never changes
+    _payload_size: list[int] = field(default_factory=list, init=False, compare=False,
+                                     repr=False)
 
     @property
     def prompt(self) -> str | None:
@@ -203,13 +216,92 @@ class SentRequest:
         """The bytes the model consumed: the rendered prompt, or the canonical JSON payload."""
         if self.rendering is not None:
             return self.rendering.prompt.encode("utf-8")
-        payload = {"model": self.model, "messages": list(self.messages), **self.params}
-        return canonical_json(payload).encode("utf-8")
+        return self.payload_json().encode("utf-8")
+
+    def payload_json(self) -> str:
+        """The canonical JSON payload: model, messages and params."""
+        return canonical_json({"model": self.model, "messages": list(self.messages),
+                               **self.params})
+
+    def payload_size(self) -> tuple[int, int]:
+        """Characters and UTF-8 bytes of :meth:`payload_json`."""
+        if not self._payload_size:
+            text = self.payload_json()
+            self._payload_size[:] = (len(text), _utf8_len(text))
+        return self._payload_size[0], self._payload_size[1]
+
+    def payload_shared(self, other: SentRequest, known: int = 0) -> Shared:
+        """The common prefix of the two payloads (characters and bytes; tokens 0). With their
+        first ``known`` messages equal (the caller's proof) and the same fields before the
+        messages, only what follows them is serialised: the earlier messages' length is what
+        ``other``'s measured size leaves after its own tail."""
+        mine, theirs = self._frame(), other._frame()
+        if not known or mine is None or theirs is None or mine[0] != theirs[0]:
+            text, old = self.payload_json(), other.payload_json()
+            chars = common_prefix_len(old, text)
+            return Shared(chars, _utf8_len(text[:chars]), 0)
+        new, old = self._after(mine, known), other._after(theirs, known)
+        other_chars, other_bytes = other.payload_size()
+        lead_chars, lead_bytes = other_chars - len(old), other_bytes - _utf8_len(old)
+        if not self._payload_size:
+            self._payload_size[:] = (lead_chars + len(new), lead_bytes + _utf8_len(new))
+        chars = common_prefix_len(old, new)
+        return Shared(lead_chars + chars, lead_bytes + _utf8_len(new[:chars]), 0)
+
+    def _frame(self) -> tuple[str, str] | None:
+        """The payload's JSON before its first message and after its last, as canonical JSON
+        orders the keys; None where a param is named ``messages`` or not named by text."""
+        payload = {"model": self.model, **self.params}
+        if "messages" in payload or not all(isinstance(k, str) for k in payload):
+            return None
+        fields = {k: f"{canonical_json(k)}:{canonical_json(v)}" for k, v in payload.items()}
+        head = "".join(fields[k] + "," for k in sorted(fields) if k < "messages")
+        tail = "".join("," + fields[k] for k in sorted(fields) if k > "messages")
+        return "{" + head + '"messages":[', "]" + tail + "}"
+
+    def _after(self, frame: tuple[str, str], start: int) -> str:
+        """The payload's JSON after its first ``start`` messages."""
+        rest = ",".join(canonical_json(m) for m in self.messages[start:])
+        return ("," if start and rest else "") + rest + frame[1]
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "messages": [dict(m) for m in self.messages],
                 "params": dict(self.params), "prompt": self.prompt,
                 "tokens": None if self.tokens is None else list(self.tokens)}
+
+
+def known_messages(before: SentRequest, after: SentRequest) -> int:
+    """Leading messages the two requests share by their histories' chained hashes
+    (``request.shared_history``), and a comparison of the few messages above them; 0 where
+    that cannot be shown (no marks, another layout, another view, a rewritten history)."""
+    a, b = before.history, after.history
+    if a is None or b is None:
+        return 0
+    end = shared_history(a, b)
+    n = len(a.messages)
+    if not end or end > len(before.messages) or end > len(after.messages):
+        return 0
+    # the marks describe these very messages: a backend sends each message's own dict
+    if n and (before.messages[end - 1] is not a.messages[-1].to_openai()
+              or after.messages[end - 1] is not b.messages[n - 1].to_openai()):
+        return 0
+    return end if before.messages[:a.start] == after.messages[:a.start] else 0
+
+
+def shared_messages(before: SentRequest, after: SentRequest, known: int | None = None) -> int:
+    """How many leading messages the two requests have in common: what ``known_messages``
+    shows (or ``known``, already found by it), then a scan of the rest."""
+    known = known_messages(before, after) if known is None else known
+    return known + common_prefix_len(before.messages[known:], after.messages[known:])
+
+
+def shared_rendering(before: SentRequest, after: SentRequest, known: int) -> Shared:
+    """The common prefix of two rendered requests whose first ``known`` messages are equal:
+    where both render per message, by the same model, that many parts are equal too."""
+    assert before.rendering is not None and after.rendering is not None
+    parts = known if (before.rendering.per_message and after.rendering.per_message
+                      and before.model == after.model) else 0
+    return after.rendering.shared(before.rendering, parts)
 
 
 class CallStatus(StrEnum):

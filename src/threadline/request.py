@@ -51,6 +51,9 @@ class Message:
     tool_calls: tuple[ToolCallRef, ...] = ()
     tool_call_id: str | None = None
     item_kind: str | None = None  # the kind of log item it came from (None: synthesised)
+    # the chained hash of the last log item it shows (None: synthesised): it commits to
+    # everything before it on the branch, which is what lets ``shared_history`` skip a scan
+    item_hash: str | None = field(default=None, compare=False, repr=False)
     _openai: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -100,6 +103,51 @@ class TailBlock:
     text: str
 
 
+@dataclass(frozen=True, eq=False)
+class HistoryMark:
+    """Where a request's verbatim history sits among its messages, and which log it shows.
+
+    Set by the assembler, which alone knows the layout. History message ``i`` shows the log
+    up to item ``messages[i].item_hash``: a chained hash, committing to every item before it.
+    What else the messages depend on (which tool results are cleared, which items are cut,
+    the summary) follows from the newest compaction event, named by its own chained hash. So
+    two requests whose histories reach the same item at the same position, through the same
+    compaction, show the same messages up to there: one comparison confirms it, not a visit
+    to each message (``shared_history``).
+    """
+
+    conversation_id: str | None
+    start: int                      # index of the first history message in the request
+    messages: tuple[Message, ...]   # the history segment's messages (the same tuple)
+    compaction_hash: str | None     # the newest compaction event the view went through
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.messages)
+
+
+def shared_history(before: HistoryMark, after: HistoryMark) -> int:
+    """The end of ``before``'s history (a message index) if ``after``'s history shows the same
+    log up to there, as their chained hashes prove; 0 when they do not. What sits above the
+    history (the ``start`` messages: system, pinned, static, summary) is not covered: the
+    caller compares it, as it is small."""
+    n = len(before.messages)
+    if before.conversation_id != after.conversation_id or before.start != after.start \
+            or before.compaction_hash != after.compaction_hash or n > len(after.messages):
+        return 0
+    if n == 0:
+        return before.start
+    mine, theirs = before.messages[-1], after.messages[n - 1]
+    # The same item (a seq names one item of the conversation, and with it every item
+    # before it on its branch), with the same chained hash: the same items, read through the
+    # same view. A cleared tool result's placeholder names its seq, which the hash does not
+    # cover; the seq check does. And message n - 1 of ``after`` ends at that item too, so it
+    # folded in nothing more.
+    if mine.item_hash is None or mine.item_hash != theirs.item_hash or mine.seq != theirs.seq:
+        return 0
+    return before.end
+
+
 @dataclass(frozen=True)
 class Request:
     """What the model is asked, before any provider-specific rendering."""
@@ -113,6 +161,9 @@ class Request:
     # stable per conversation branch: sent as ``prompt_cache_key``, and what routes the
     # request to the serving machine that holds its prefix
     cache_key: str | None = None
+    # where the history sits and which log it shows, from the assembler (None: built by hand;
+    # a request is then compared message by message)
+    history: HistoryMark | None = field(default=None, compare=False, repr=False)
 
     @property
     def messages(self) -> list[Message]:

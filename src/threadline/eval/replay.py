@@ -148,7 +148,8 @@ def replay(conversations: Iterable[tuple[str | None, Sequence[NewItem]]], *,
                 prompt = render_chatml(request)
                 tokens = list(tokenizer.tokenize(prompt))
                 sent = SentRequest("replay", tuple(request.openai_messages()),
-                                   rendering=Rendering.of(prompt, tokens))
+                                   rendering=Rendering.of(prompt, tokens),
+                                   history=request.history)
                 t = totals[name]
                 reused = best = 0
                 if previous is not None:

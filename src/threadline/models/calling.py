@@ -41,7 +41,8 @@ def sent_request(request: Request, outcome: CallOutcome, model_id: str) -> SentR
     request's messages in the OpenAI shape)."""
     if outcome.completion is not None:
         return outcome.completion.sent
-    return SentRequest(model=model_id, messages=tuple(request.openai_messages()))
+    return SentRequest(model=model_id, messages=tuple(request.openai_messages()),
+                       history=request.history)
 
 
 def call_record(*, head: Item, branch: str, request: Request, outcome: CallOutcome,

@@ -128,7 +128,7 @@ class LlamaCppModel:
             raise ContextWindowExceeded(len(tokens), self.n_ctx, sampling.max_tokens)
         sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
                            params={**asdict(sampling), "n_ctx": self.n_ctx},
-                           rendering=Rendering.of(prompt, tokens))
+                           rendering=Rendering.of(prompt, tokens), history=request.history)
         warm = self._warm(tokens)
         cached = self._reusable_prefix(tokens)
         if sampling.seed is not None:

@@ -28,7 +28,7 @@ from threadline.models.base import (
     estimate_tokens,
 )
 from threadline.render.openai import render_openai
-from threadline.request import Request
+from threadline.request import HistoryMark, Request
 
 
 def rendezvous(key: str, endpoints: Sequence[str]) -> list[str]:
@@ -81,14 +81,14 @@ class OpenAICompatibleModel:
         refused: list[str] = []
         for endpoint in self.route(request):
             try:
-                return self._call(endpoint, payload, on_text)
+                return self._call(endpoint, payload, on_text, request.history)
             except self._openai.APIConnectionError as err:
                 refused.append(f"{endpoint} ({err})")
         raise ModelUnavailable(f"no endpoint answered: {'; '.join(refused)}",
                                hint="check that the serving engine is running")
 
-    def _call(self, endpoint: str, payload: dict[str, Any],
-              on_text: OnText | None) -> Completion:
+    def _call(self, endpoint: str, payload: dict[str, Any], on_text: OnText | None,
+              history: HistoryMark | None) -> Completion:
         watch = Stopwatch()
         stream = self._clients[endpoint].chat.completions.create(**payload)
         text: list[str] = []
@@ -114,7 +114,8 @@ class OpenAICompatibleModel:
                 if choice.finish_reason:
                     finish = choice.finish_reason
         sent = SentRequest(model=self.model_id, messages=tuple(payload["messages"]),
-                           params={k: v for k, v in payload.items() if k != "messages"})
+                           params={k: v for k, v in payload.items() if k != "messages"},
+                           history=history)  # the messages are the request's, in order
         extra: dict[str, Any] = {"endpoint": endpoint}
         counted = Usage()
         if usage is None:

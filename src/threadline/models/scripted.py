@@ -98,7 +98,7 @@ class ScriptedModel:
         self.requests.append(request)
         rendering = self._render(request.messages)
         sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
-                           rendering=rendering)
+                           rendering=rendering, history=request.history)
         reply = self._queue.popleft() if self._queue else self._default(request)
         if isinstance(reply, BaseException):
             self._evaluated = None
@@ -128,7 +128,9 @@ class ScriptedModel:
 
     def _render(self, messages: list[Message]) -> Rendering:
         """ChatML, message by message, on top of the previous request's parts: messages it
-        shares with the previous request keep their rendered parts (the same objects)."""
+        shares with the previous request keep their rendered parts (the same objects). Part
+        ``i`` renders message ``i`` alone (``per_message``); the last part is the generation
+        prompt."""
         previous, parts = self._rendered
         keep = common_prefix_len(previous, messages)
         pieces = [(text, tuple(map(token_id, scripted_tokens(text))))
@@ -137,7 +139,7 @@ class ScriptedModel:
         self._rendered = (messages, rendering.parts)
         generation = (_GENERATION_PROMPT, tuple(map(token_id, scripted_tokens(
             _GENERATION_PROMPT))))
-        return Rendering.extend(rendering.parts, [generation])
+        return Rendering.extend(rendering.parts, [generation], per_message=True)
 
     def _cached(self, rendering: Rendering) -> int:
         """Prompt tokens the previous call left in the "KV cache" (its prompt and reply), as

@@ -12,16 +12,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from threadline.calls import Rendering, SentRequest, Shared
+from threadline.calls import (
+    Rendering,
+    SentRequest,
+    Shared,
+    known_messages,
+    shared_messages,
+    shared_rendering,
+)
 from threadline.errors import StoreError
-from threadline.sequences import common_prefix_len
 
 _FIELDS = ("messages", "prompt", "tokens")
 
 
 def encode(request: SentRequest, base: SentRequest | None) -> dict[str, Any]:
-    """The delta that rebuilds ``request`` from ``base`` (or from nothing)."""
-    keep = 0 if base is None else common_prefix_len(base.messages, request.messages)
+    """The delta that rebuilds ``request`` from ``base`` (or from nothing). Where both carry
+    the assembler's history mark, the history they share is confirmed by its chained hashes
+    (``calls.known_messages``) and only what follows it is compared: the cost of a turn does
+    not grow with the conversation. Either way the delta is exact."""
+    known = 0 if base is None else known_messages(base, request)
+    keep = 0 if base is None else shared_messages(base, request, known)
     delta: dict[str, Any] = {"model": request.model, "params": dict(request.params),
                              "messages": {"keep": keep, "tail": request.messages[keep:]},
                              "prompt": None, "tokens": None}
@@ -30,7 +40,7 @@ def encode(request: SentRequest, base: SentRequest | None) -> dict[str, Any]:
         return delta
     shared = Shared(0, 0, 0)
     if base is not None and base.rendering is not None:
-        shared = rendering.shared(base.rendering)
+        shared = shared_rendering(base, request, known)
     delta["prompt"] = {"keep": shared.chars, "tail": rendering.prompt_from(shared.chars)}
     if rendering.has_tokens:
         delta["tokens"] = {"keep": shared.tokens, "tail": rendering.tokens_from(shared.tokens)}

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from threadline.compaction.view import ContextView, context_view
 from threadline.items import Item, ItemKind
 from threadline.request import (
+    HistoryMark,
     Message,
     Request,
     Segment,
@@ -77,25 +78,31 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
     tail_messages = (Message("user", "\n\n".join(f"[{b.label}]\n{b.text}" for b in tail)),) \
         if tail else ()
     summary = () if view.summary is None else (_summary_message(view.summary, memo),)
+    above = (
+        Segment(SegmentKind.TOOLS, Stability.DEPLOY, cache_point=bool(tools)),
+        Segment(SegmentKind.SYSTEM, Stability.DEPLOY,
+                (Message("system", system),) if system else (), cache_point=True),
+        Segment(SegmentKind.PINNED, Stability.CONVERSATION,
+                (Message("system", "Standing instructions:\n" + "\n".join(
+                    f"- {rule}" for rule in rules)),) if rules else ()),
+        Segment(SegmentKind.STATIC, Stability.CONVERSATION,
+                tuple(Message("system", text) for text in static), cache_point=True),
+        Segment(SegmentKind.SUMMARY, Stability.CONVERSATION, summary),
+    )
+    history_messages = _messages(shown, view.cleared, memo)
     return Request(
         tools=tuple(sorted(tools, key=lambda t: t.name)),
-        segments=(
-            Segment(SegmentKind.TOOLS, Stability.DEPLOY, cache_point=bool(tools)),
-            Segment(SegmentKind.SYSTEM, Stability.DEPLOY,
-                    (Message("system", system),) if system else (), cache_point=True),
-            Segment(SegmentKind.PINNED, Stability.CONVERSATION,
-                    (Message("system", "Standing instructions:\n" + "\n".join(
-                        f"- {rule}" for rule in rules)),) if rules else ()),
-            Segment(SegmentKind.STATIC, Stability.CONVERSATION,
-                    tuple(Message("system", text) for text in static), cache_point=True),
-            Segment(SegmentKind.SUMMARY, Stability.CONVERSATION, summary),
-            Segment(SegmentKind.HISTORY, Stability.CONVERSATION,
-                    _messages(shown, view.cleared, memo), cache_point=True),
+        segments=above + (
+            Segment(SegmentKind.HISTORY, Stability.CONVERSATION, history_messages,
+                    cache_point=True),
             Segment(SegmentKind.CURRENT, Stability.TURN,
                     tail_messages + _messages(current, view.cleared, memo)),
         ),
         compaction_seq=None if view.compaction is None else view.compaction.seq,
         cache_key=cache_key,
+        history=HistoryMark(history[0].conversation_id if history else None,
+                            sum(len(s.messages) for s in above), history_messages,
+                            None if view.compaction is None else view.compaction.hash),
     )
 
 
@@ -115,7 +122,8 @@ def _constraint_changes(view: ContextView) -> list[TailBlock]:
 def _summary_message(marker: Item, memo: MessageMemo | None) -> Message:
     def build(item: Item) -> Message:
         return Message("user", "Summary of the conversation so far:\n"
-                       + item.content["summary"], item.seq, item_kind=item.kind)
+                       + item.content["summary"], item.seq, item_kind=item.kind,
+                       item_hash=item.hash)
     return build(marker) if memo is None else memo.message(marker, build)
 
 
@@ -130,21 +138,23 @@ def _message(item: Item) -> Message:
     """The message a single item becomes (tool calls are merged by ``_messages``)."""
     match item.kind:
         case ItemKind.USER:
-            return Message("user", item.content["text"], item.seq, item_kind=item.kind)
+            return Message("user", item.content["text"], item.seq, item_kind=item.kind,
+                           item_hash=item.hash)
         case ItemKind.ASSISTANT:
-            return Message("assistant", item.content["text"], item.seq, item_kind=item.kind)
+            return Message("assistant", item.content["text"], item.seq, item_kind=item.kind,
+                           item_hash=item.hash)
         case ItemKind.TOOL_RESULT:
             output = item.content["output"]
             if item.content.get("untrusted"):  # a tool's own output: data, not instructions
                 output = untrusted_view(output, item.content.get("tool", "tool"))
             return Message("tool", output, item.seq, tool_call_id=item.content["call_id"],
-                           item_kind=item.kind)
+                           item_kind=item.kind, item_hash=item.hash)
     raise AssertionError(f"{item.kind} items do not map to one message")
 
 
 def _cleared(item: Item) -> Message:
     return Message("tool", placeholder(item), item.seq, tool_call_id=item.content["call_id"],
-                   item_kind=item.kind)
+                   item_kind=item.kind, item_hash=item.hash)
 
 
 def _messages(items: Sequence[Item], cleared: frozenset[int],
@@ -158,10 +168,11 @@ def _messages(items: Sequence[Item], cleared: frozenset[int],
             if previous is not None and previous.role == "assistant" and previous.tool_calls:
                 # parallel calls from one model response travel in one message
                 out[-1] = Message("assistant", previous.content, previous.seq,
-                                  previous.tool_calls + (call,), item_kind=item.kind)
+                                  previous.tool_calls + (call,), item_kind=item.kind,
+                                  item_hash=item.hash)
             else:
                 out.append(Message("assistant", item.content.get("text", ""), item.seq, (call,),
-                                   item_kind=item.kind))
+                                   item_kind=item.kind, item_hash=item.hash))
             continue
         gone = item.seq in cleared
         build = _cleared if gone else _message
