@@ -3,9 +3,10 @@ import pytest
 from threadline.stores.conformance import MakeStore, StoreConformance
 from threadline.stores.corpus_conformance import CorpusConformance
 from threadline.stores.memory_conformance import MemoryConformance
+from threadline.stores.tokens_conformance import TokenConformance
 
 
-class TestPostgresStore(StoreConformance, MemoryConformance, CorpusConformance):
+class TestPostgresStore(StoreConformance, MemoryConformance, CorpusConformance, TokenConformance):
     @pytest.fixture
     def make_store(self, postgres_url: str) -> MakeStore:
         from threadline.stores.postgres import PostgresStore

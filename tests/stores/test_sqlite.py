@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from threadline.errors import InputError, NotAThreadlineDatabase, SchemaTooNew
-from threadline.items import NewItem, utc_now
+from threadline.items import NewItem, format_time, utc_now
 from threadline.settings import Durability
 from threadline.stores.base import Commit, NewConversation
 from threadline.stores.sqlite import SQLiteStore, schema
@@ -111,8 +111,13 @@ def test_an_older_database_is_migrated_on_open(tmp_path: Path,
     first_only = migrations()[:1]
     monkeypatch.setattr(schema, "migrations", lambda: first_only)
     old = SQLiteStore(path)
-    old.commit(Commit(conversation_id="c_old", created_at=utc_now(),
-                      create=NewConversation("c_old"), items=[NewItem.user("from v1")]))
+    now = format_time(utc_now())
+    # the conversation as version 1 had it (it had no owner), then an item through the store
+    old._conn.execute("INSERT INTO conversations (id, created_at) VALUES ('c_old', ?)", (now,))
+    old._conn.execute("INSERT INTO branches (conversation_id, name, created_at) "
+                      "VALUES ('c_old', 'main', ?)", (now,))
+    old.commit(Commit(conversation_id="c_old", created_at=utc_now(), expected_head=None,
+                      items=[NewItem.user("from v1")]))
     old.close()
     monkeypatch.undo()
     store = SQLiteStore(path)
@@ -122,5 +127,6 @@ def test_an_older_database_is_migrated_on_open(tmp_path: Path,
         columns = {r[1] for r in store._conn.execute("PRAGMA table_info(model_calls)")}
         assert "prefix_report" in columns
         assert [i.text for i in store.history("c_old")] == ["from v1"]
+        assert store.conversation("c_old").owner is None  # no one's: admin only
     finally:
         store.close()

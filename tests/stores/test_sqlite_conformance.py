@@ -6,9 +6,10 @@ from threadline.stores.conformance import MakeStore, StoreConformance
 from threadline.stores.corpus_conformance import CorpusConformance
 from threadline.stores.memory_conformance import MemoryConformance
 from threadline.stores.sqlite import SQLiteStore
+from threadline.stores.tokens_conformance import TokenConformance
 
 
-class TestSQLiteStore(StoreConformance, MemoryConformance, CorpusConformance):
+class TestSQLiteStore(StoreConformance, MemoryConformance, CorpusConformance, TokenConformance):
     @pytest.fixture
     def make_store(self, tmp_path: Path) -> MakeStore:
         return lambda: SQLiteStore(tmp_path / "conformance.db")

@@ -7,7 +7,8 @@ request with its cache-stable prefix, and answers. Without a conversation id a n
 conversation starts (its first message's leading system message, if any, becomes its system
 prompt) and its id comes back in the ``X-Threadline-Conversation`` header and the response's
 ``threadline`` field. ``Idempotency-Key`` makes a retried request return the first answer.
-Streaming uses OpenAI's chunk format, ending in ``data: [DONE]``.
+Streaming uses OpenAI's chunk format, ending in ``data: [DONE]``. A conversation started with
+a user's token is that user's; naming another user's is refused (``server/access.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pydantic import BaseModel, ConfigDict
 from threadline.engine import Engine, TurnResult
 from threadline.errors import InputError
 from threadline.items import new_id
+from threadline.server import access
+from threadline.server.access import CallerDep
 from threadline.server.streams import error_body, pump
 from threadline.stores.base import MAIN, Commit, NewConversation
 
@@ -50,18 +53,21 @@ def add_chat_completions(app: FastAPI, engine: Engine) -> None:
     @app.post("/v1/chat/completions", response_model=None)
     def chat_completions(
             body: ChatCompletionBody,
+            caller: CallerDep,
             conversation: str | None = Header(default=None, alias=CONVERSATION_HEADER),
             idempotency_key: str | None = Header(default=None, alias="Idempotency-Key"),
     ) -> dict[str, Any] | Response:
         cid = conversation or (body.metadata or {}).get("conversation_id")
         text = _new_message(body.messages)
+        if cid is not None:
+            access.conversation(caller, store, cid)  # 404/403 before anything is written
+        access.client_message(caller, store, idempotency_key)
         if cid is None:
             system = next((_text(m) for m in body.messages if m.role == "system"), None)
             cid = new_id("c_")
             store.commit(Commit(conversation_id=cid, created_at=engine.clock(),
-                                expected_head=None, create=NewConversation(cid, system=system)))
-        else:
-            store.conversation(cid)  # a 404 before anything is written
+                                expected_head=None, create=NewConversation(
+                                    cid, system=system, owner=caller.user_id)))
 
         def run(on_text: Callable[[str], None] | None) -> TurnResult:
             return engine.run_turn(text, conversation_id=cid, branch=MAIN,
