@@ -18,6 +18,7 @@ uses for it. A few live beside the code that raises them, in the module named in
     │   ├── UnknownCall
     │   ├── UnknownCorpus
     │   ├── UnknownMemory                [stores.memory]
+    │   ├── UnknownToken                 [stores.tokens]  no bearer token has that id
     │   └── UnknownGeneration            [server.app]  no stream has that generation id
     ├── StoreError                       exit 4   the data file or directory is unusable
     │   ├── NotAThreadlineDatabase
@@ -27,11 +28,14 @@ uses for it. A few live beside the code that raises them, in the module named in
     │   ├── TurnSuperseded
     │   ├── TurnInProgress               another turn holds the conversation
     │   └── TurnCancelled                a newer message stopped this turn
-    └── ModelError                       exit 6
-        ├── ModelUnavailable             the model file is missing or unreadable
-        ├── ContextWindowExceeded
-        ├── ModelCallFailed              the call failed; the turn is recorded as failed
-        └── ExtractionFailed             [compaction.extract]  nothing was compacted
+    ├── ModelError                       exit 6
+    │   ├── ModelUnavailable             the model file is missing or unreadable
+    │   ├── ContextWindowExceeded
+    │   ├── ModelCallFailed              the call failed; the turn is recorded as failed
+    │   └── ExtractionFailed             [compaction.extract]  nothing was compacted
+    └── AccessDenied                     exit 7   the HTTP service refused the caller
+        ├── Unauthorized                 no valid bearer token (HTTP 401)
+        └── Forbidden                    the token may not use this (HTTP 403)
 
 Nothing raised before a commit has written anything: a bad input leaves the store unchanged.
 """
@@ -235,3 +239,15 @@ class ModelCallFailed(ModelError):
         )
         self.call_id = call_id
         self.cause = cause
+
+
+class AccessDenied(ThreadlineError):
+    exit_code = 7
+
+
+class Unauthorized(AccessDenied):
+    """The request carries no bearer token the service accepts; nothing was read or written."""
+
+
+class Forbidden(AccessDenied):
+    """The token is valid but may not use what the request names; nothing was written."""

@@ -279,10 +279,11 @@ class Conversation:
     title: str | None = None
     system: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    owner: str | None = None  # the user whose conversation it is (None: no one's, admin only)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "created_at": format_time(self.created_at), "title": self.title,
-                "system": self.system, "metadata": dict(self.metadata)}
+                "system": self.system, "metadata": dict(self.metadata), "owner": self.owner}
 
 
 @dataclass(frozen=True)

@@ -56,16 +56,17 @@ def tl(home: Path) -> Invoke:
     return invoke
 
 
-# what a refused command must leave as it was: the log, the corpora and the memory
+# what a refused command must leave as it was: the log, the corpora, the memory, the tokens
 _KEPT = {"conversations": "id", "branches": "conversation_id, name",
          "items": "conversation_id, seq", "model_calls": "id", "corpora": "name",
          "corpus_documents": "corpus, doc_id", "corpus_chunks": "id",
-         "memory_entries": "user_id, id", "memory_jobs": "conversation_id, seq"}
+         "memory_entries": "user_id, id", "memory_jobs": "conversation_id, seq",
+         "api_tokens": "id"}
 
 
 def snapshot(home: Path) -> list[tuple[Any, ...]]:
-    """Everything in the log, the corpora and the memory, to compare before and after a
-    refused command."""
+    """Everything in the log, the corpora, the memory and the tokens, to compare before and
+    after a refused command."""
     db = home / "threadline.db"
     if not db.exists():
         return []

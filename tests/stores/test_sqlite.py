@@ -148,5 +148,6 @@ def test_an_older_database_is_migrated_on_open(tmp_path: Path,
                             items=[NewItem.assistant("from now")]))
         assert [m.seq for m in store.matching_messages([transcript_hash(
             store.transcript("c_old", 1) or "", "assistant", "from now")])] == [2]
+        assert store.conversation("c_old").owner is None  # no one's: admin only
     finally:
         store.close()

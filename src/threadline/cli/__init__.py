@@ -1,9 +1,10 @@
 """The ``threadline`` command line: nouns and verbs, ``--json`` on everything that lists.
 
 Each noun owns its verbs (``threadline corpus delete``, ``threadline memory list``); removal is
-always ``delete``, and a destructive command asks first, or needs ``--yes`` when standard input
-is not a terminal. The few top-level verbs are entry points: ``chat``, ``serve``, ``import``,
-``rewrite``. The previous release's spellings still work, hidden (``cli/deprecated.py``).
+always ``delete`` (``revoke`` for a token, which is kept as revoked), and a destructive command
+asks first, or needs ``--yes`` when standard input is not a terminal. The few top-level verbs
+are entry points: ``chat``, ``serve``, ``import``, ``rewrite``. The previous release's
+spellings still work, hidden (``cli/deprecated.py``).
 
 Data lives under ``THREADLINE_HOME`` (or ``--home``). Errors print one line saying what was
 wrong and a hint saying what to do, and exit with the status in :mod:`threadline.errors`.
@@ -30,6 +31,7 @@ from threadline.cli.importer import import_
 from threadline.cli.memory import memory
 from threadline.cli.rewrite import rewrite
 from threadline.cli.serve import serve
+from threadline.cli.tokens import tokens
 from threadline.errors import ThreadlineError
 from threadline.settings import Settings
 from threadline.version import __version__
@@ -65,7 +67,7 @@ def cli(ctx: click.Context, home: Path | None, database_url: str | None) -> None
 
 
 for command in (chat, conversations, calls, constraints, state, corpus, memory, cost, cache,
-                rewrite, import_, serve, db, eval_):
+                rewrite, import_, serve, tokens, db, eval_):
     cli.add_command(command)
 register_deprecated(cli)
 

@@ -1,6 +1,13 @@
-"""``threadline serve``: the HTTP service over this data directory."""
+"""``threadline serve``: the HTTP service over this data directory.
+
+On a loopback host the service is open until a token exists (``threadline tokens create``);
+on any other host, or with ``--require-tokens``, every request needs one from the start, and
+serve refuses to start while there is none. See docs/security.md.
+"""
 
 from __future__ import annotations
+
+import ipaddress
 
 import click
 
@@ -9,11 +16,16 @@ from threadline.errors import InputError
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Where to listen. Any host but a loopback one needs tokens.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--require-tokens", is_flag=True,
+              help="Refuse requests without a valid bearer token on a loopback host too "
+                   "(always so on other hosts).")
 @model_option()
 @pass_context
-def serve(ctx: Context, host: str, port: int, model_name: str | None) -> None:
+def serve(ctx: Context, host: str, port: int, require_tokens: bool,
+          model_name: str | None) -> None:
     """Serve conversations over HTTP (OpenAPI spec at /openapi.json, docs at /docs)."""
     try:
         import uvicorn
@@ -22,6 +34,36 @@ def serve(ctx: Context, host: str, port: int, model_name: str | None) -> None:
     except ImportError as err:
         raise InputError(f"the HTTP service needs the server extra ({err.name} is missing)",
                          hint="pip install 'threadline[server]'") from err
+    # once tokens are required, revoking the last one locks the service rather than opening it
+    required = require_tokens or not is_loopback(host)
+    if required:
+        _require_a_token(ctx, host, require_tokens)
     engine = ctx.engine(ctx.model(model_name))  # a missing model fails before listening
-    click.echo(f"threadline serving {ctx.store().path} on http://{host}:{port}", err=True)
-    uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")
+    click.echo(f"threadline serving {ctx.store().path} on http://{host}:{port}"
+               + (" (bearer tokens required)" if required else ""), err=True)
+    uvicorn.run(create_app(engine, require_tokens=required), host=host, port=port,
+                log_level="warning")
+
+
+def is_loopback(host: str) -> bool:
+    """Only this machine can connect: 127.0.0.0/8, ::1 or localhost."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve to anything
+
+
+def _require_a_token(ctx: Context, host: str, asked: bool) -> None:
+    tokens = ctx.store().tokens
+    if tokens is not None and tokens.any_active():
+        return
+    why = ("--require-tokens was given" if asked else
+           f"{host} is not a loopback host, so anyone who can reach it could read and change "
+           "every conversation")
+    raise InputError(f"refusing to serve without access tokens: {why}, and no token exists "
+                     "(or every one is revoked)",
+                     hint="create one with: threadline tokens create --admin (or --user ID), "
+                          "and send it as 'Authorization: Bearer SECRET'; or serve on "
+                          "127.0.0.1")

@@ -53,6 +53,7 @@ class Placement:
     matched: int = 0             # history messages found in the log
     fork_from: int | None = None  # the item a fork grows from
     system: str | None = None    # a new conversation's
+    owner: str | None = None     # a new conversation's
     write: tuple[NewItem, ...] = ()  # history messages the log lacks
 
     def to_json(self) -> dict[str, object]:
@@ -81,9 +82,11 @@ def transcript_hashes(resent: Resent, system: str | None) -> list[str]:
 
 
 def place(store: Store, resent: Resent, *, conversation_id: str | None = None,
-          on_mismatch: Literal["refuse", "fork"] = "refuse") -> Placement:
+          on_mismatch: Literal["refuse", "fork"] = "refuse",
+          user_id: str | None = None) -> Placement:
     """Where ``resent`` belongs (reads only). With ``conversation_id``, only there; a client
-    that sent no system prompt then takes the conversation's."""
+    that sent no system prompt then takes the conversation's. With ``user_id``, only among
+    that user's conversations, and a new one is theirs."""
     system = resent.system
     if conversation_id is not None:
         conversation = store.conversation(conversation_id)  # unknown ids: NotFound
@@ -93,14 +96,26 @@ def place(store: Store, resent: Resent, *, conversation_id: str | None = None,
             system = conversation.system
     hashes = transcript_hashes(resent, system)
     if not hashes:
-        return Placement("new", None, system=system)
-    depth = {digest: n for n, digest in enumerate(hashes, 1)}
-    # the common case, a client continuing, is one row: look for the whole history first
-    found = store.matching_messages(hashes[-1:], conversation_id=conversation_id) or \
-        store.matching_messages(hashes[:-1], conversation_id=conversation_id)
-    matched = max((depth[m.transcript] for m in found), default=0)
-    placement = _best(store, resent, hashes, [m for m in found if depth[m.transcript] ==
-                                              matched], matched, system)
+        return Placement("new", None, system=system, owner=user_id)
+
+    def found_at(depth: int) -> list[TranscriptMatch]:
+        return store.matching_messages([hashes[depth - 1]], conversation_id=conversation_id,
+                                       user_id=user_id, limit=_CANDIDATES)
+
+    # the common case, a client continuing, is one lookup of the whole history; otherwise
+    # a binary search for the longest prefix the log holds (a chain that holds a message
+    # holds every message before it)
+    found, matched = found_at(len(hashes)), len(hashes)
+    if not found:
+        low, high = 0, len(hashes) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if rows := found_at(middle):
+                low, found = middle, rows
+            else:
+                high = middle - 1
+        matched = low
+    placement = _best(store, resent, hashes, found, matched, system, user_id)
     if conversation_id is not None and placement.how not in ("continued", "answered"):
         if on_mismatch == "refuse":
             raise HistoryMismatch(conversation_id, resent.offset + matched, matched)
@@ -109,11 +124,14 @@ def place(store: Store, resent: Resent, *, conversation_id: str | None = None,
     return placement
 
 
+_CANDIDATES = 50  # conversations holding a prefix considered, newest first
+
+
 def _best(store: Store, resent: Resent, hashes: list[str], candidates: list[TranscriptMatch],
-          matched: int, system: str | None) -> Placement:
+          matched: int, system: str | None, owner: str | None) -> Placement:
     rest = tuple(_message(role, text) for role, text in resent.history[matched:])
     if not candidates:
-        return Placement("imported", None, system=system, write=rest)
+        return Placement("imported", None, system=system, owner=owner, write=rest)
     if matched == len(hashes):
         tip = hashes[-1]
         unanswered = transcript_hash(tip, "user", resent.text)
@@ -149,7 +167,8 @@ def settle(store: Store, placement: Placement, *,
     if placement.conversation_id is None:
         cid = new_id("c_")
         store.commit(Commit(conversation_id=cid, created_at=clock(), expected_head=None,
-                            create=NewConversation(cid, system=placement.system),
+                            create=NewConversation(cid, system=placement.system,
+                                                   owner=placement.owner),
                             items=placement.write))
         return cid, MAIN
     if placement.how != "forked":

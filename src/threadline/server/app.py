@@ -6,6 +6,9 @@ One engine serves every request. Each conversation runs one turn at a time under
 the running turn, as the request's ``on_busy`` says); the engine's model runs one call at a
 time; reads never wait. Every error is a JSON body ``{"error": {"type",
 "message", "hint"}}`` with the status its kind implies, and changes nothing.
+
+Who may call what is decided in ``server/access.py``: every route but the public ones takes
+the caller (``CallerDep``) and checks what it names against it before it reads or writes.
 """
 
 from __future__ import annotations
@@ -21,15 +24,19 @@ from pydantic import BaseModel, Field
 from threadline.engine import Engine, TurnResult
 from threadline.errors import (
     ConflictError,
+    Forbidden,
     InputError,
     ModelError,
     NotFound,
     StoreError,
     ThreadlineError,
     TurnInProgress,
+    Unauthorized,
 )
 from threadline.items import format_time, new_id
-from threadline.server import guards
+from threadline.memory.store import user_id_checked
+from threadline.server import access, guards
+from threadline.server.access import CallerDep
 from threadline.server.memory import add_memory_routes
 from threadline.server.openai_compat import add_chat_completions
 from threadline.server.streams import (
@@ -42,13 +49,16 @@ from threadline.stores.base import MAIN, Commit, NewConversation
 from threadline.turn.fork import fork as fork_branch
 from threadline.version import __version__
 
-_STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409), (ModelError, 502),
-           (StoreError, 503)]
+_STATUS = [(InputError, 400), (Forbidden, 403), (NotFound, 404), (ConflictError, 409),
+           (ModelError, 502), (StoreError, 503)]  # Unauthorized: 401, from access.refusal
 
 
 class NewConversationBody(BaseModel):
     system: str | None = Field(default=None, description="System prompt for the conversation.")
     title: str | None = None
+    owner: str | None = Field(
+        default=None, description="The user whose conversation it is: only an admin token "
+                                  "may name one; a user token's conversations are its user's.")
 
 
 class MessageBody(BaseModel):
@@ -71,54 +81,70 @@ class ForkBody(BaseModel):
     name: str | None = None
 
 
-def create_app(engine: Engine) -> FastAPI:
+def create_app(engine: Engine, *, require_tokens: bool = False) -> FastAPI:
+    """The service over the engine's store; with ``require_tokens``, every request needs a
+    bearer token even while none exists (otherwise only once one does)."""
     app = FastAPI(title="threadline", version=__version__,
                   description="Durable, prompt-cache-aware multi-turn conversations.")
     store = engine.store
     # JSON escaping can make a message's body several times its text; past this, nothing
     # the handlers accept could be in it
     guards.install(app, max_body_bytes=8 * engine.max_message_bytes + 64 * 1024)
+    access.install(app, store.tokens, required=require_tokens)
 
     @app.exception_handler(ThreadlineError)
     def _error(_: Request, err: ThreadlineError) -> JSONResponse:
+        if isinstance(err, Unauthorized):
+            return access.refusal(err)  # with its challenge
         headers = {"Retry-After": str(math.ceil(err.retry_after_s))} \
             if isinstance(err, TurnInProgress) else None
         return JSONResponse(status_code=_status(err), content=error_body(err), headers=headers)
 
     @app.post("/v1/conversations", status_code=201)
-    def create_conversation(body: NewConversationBody) -> dict[str, Any]:
+    def create_conversation(body: NewConversationBody, caller: CallerDep) -> dict[str, Any]:
+        named = None if body.owner is None else user_id_checked(body.owner)
+        owner = caller.acting_for(named, "owner")
         cid = new_id("c_")
         store.commit(Commit(conversation_id=cid, created_at=engine.clock(), expected_head=None,
-                            create=NewConversation(cid, title=body.title, system=body.system)))
+                            create=NewConversation(cid, title=body.title, system=body.system,
+                                                   owner=owner)))
         return store.conversation(cid).to_json()
 
     @app.get("/v1/conversations")
-    def list_conversations(limit: int | None = Query(default=None, ge=1, le=100_000)
+    def list_conversations(caller: CallerDep,
+                           limit: int | None = Query(default=None, ge=1, le=100_000)
                            ) -> list[Any]:
-        return [s.to_json() for s in store.conversations(limit=limit)]
+        """Newest activity first: a user token's own, an admin's all."""
+        return [s.to_json() for s in store.conversations(limit=limit, owner=caller.user_id)]
 
     @app.get("/v1/conversations/{conversation_id}")
-    def get_conversation(conversation_id: str, branch: str = MAIN) -> dict[str, Any]:
-        conversation = store.conversation(conversation_id)
+    def get_conversation(conversation_id: str, caller: CallerDep,
+                         branch: str = MAIN) -> dict[str, Any]:
+        conversation = access.conversation(caller, store, conversation_id)
         return {"conversation": conversation.to_json(), "branch": branch,
                 "branches": [b.to_json() for b in store.branches(conversation_id)],
                 "items": [i.to_json() for i in store.history(conversation_id, branch)]}
 
     @app.delete("/v1/conversations/{conversation_id}", status_code=204)
-    def delete_conversation(conversation_id: str) -> Response:
+    def delete_conversation(conversation_id: str, caller: CallerDep) -> Response:
+        access.conversation(caller, store, conversation_id)
         store.delete_conversation(conversation_id)
         return Response(status_code=204)
 
     @app.post("/v1/conversations/{conversation_id}/messages", response_model=None)
-    def post_message(conversation_id: str, body: MessageBody) -> dict[str, Any] | Response:
-        store.conversation(conversation_id)  # a 404 before anything is written
+    def post_message(conversation_id: str, body: MessageBody,
+                     caller: CallerDep) -> dict[str, Any] | Response:
+        access.conversation(caller, store, conversation_id)  # 404/403 before any write
         store.head(conversation_id, body.branch)
+        # a user token's turn names a user (for memory) only when asked, and only its own
+        user_id = None if body.user_id is None else caller.acting_for(body.user_id, "user_id")
+        access.client_message(caller, store, body.client_msg_id)
 
         def run(on_text: Callable[[str], None] | None) -> TurnResult:
             return engine.run_turn(body.text, conversation_id=conversation_id,
                                    branch=body.branch, client_msg_id=body.client_msg_id,
                                    on_text=on_text, on_busy=body.on_busy,
-                                   user_id=body.user_id)
+                                   user_id=user_id)
 
         if not body.stream:
             return run(None).to_json()
@@ -127,7 +153,8 @@ def create_app(engine: Engine) -> FastAPI:
                                  headers={"Cache-Control": "no-cache"})
 
     @app.get("/v1/generations/{generation_id}/events")
-    def resume(generation_id: str, offset: int | None = Query(default=None, ge=0),
+    def resume(generation_id: str, caller: CallerDep,
+               offset: int | None = Query(default=None, ge=0),
                last_event_id: str | None = Header(default=None, alias="Last-Event-ID")
                ) -> StreamingResponse:
         """Resume a stream from an offset (``?offset=`` or ``Last-Event-ID``) without running
@@ -135,6 +162,7 @@ def create_app(engine: Engine) -> FastAPI:
         generation = store.generation(generation_id)
         if generation is None:
             raise UnknownGeneration(generation_id)
+        access.generation(caller, store, generation)
         start = resume_position(generation_id, last_event_id, offset)
         events = resumed_events(store, generation, start)
         first = next(events, None)  # a bad offset fails here, as a JSON error
@@ -142,23 +170,26 @@ def create_app(engine: Engine) -> FastAPI:
                                  headers={"Cache-Control": "no-cache"})
 
     @app.post("/v1/conversations/{conversation_id}/fork", status_code=201)
-    def fork(conversation_id: str, body: ForkBody) -> dict[str, Any]:
+    def fork(conversation_id: str, body: ForkBody, caller: CallerDep) -> dict[str, Any]:
+        access.conversation(caller, store, conversation_id)
         return fork_branch(store, conversation_id, body.from_seq, body.name,
                            clock=engine.clock).to_json()
 
     @app.get("/v1/conversations/{conversation_id}/calls")
-    def list_calls(conversation_id: str, branch: str | None = None) -> list[Any]:
+    def list_calls(conversation_id: str, caller: CallerDep,
+                   branch: str | None = None) -> list[Any]:
+        access.conversation(caller, store, conversation_id)
         return [c.to_json(with_request=False) for c in store.calls(conversation_id,
                                                                    branch=branch)]
 
     @app.get("/v1/calls/{call_id}")
-    def get_call(call_id: str, request: bool = False) -> dict[str, Any]:
-        return store.call(call_id).to_json(with_request=request)
+    def get_call(call_id: str, caller: CallerDep, request: bool = False) -> dict[str, Any]:
+        return access.call(caller, store, call_id).to_json(with_request=request)
 
     add_chat_completions(app, engine)
     add_memory_routes(app, engine)
 
-    @app.get("/healthz")
+    @app.get("/healthz")  # public (access.PUBLIC_PATHS): says nothing about the data
     def health() -> dict[str, str]:
         return {"status": "ok", "version": __version__, "time": format_time(engine.clock())}
 

@@ -17,6 +17,8 @@ The conversation and branch come back in the ``X-Threadline-Conversation`` and
 ``X-Threadline-Branch`` headers and the response's ``threadline`` field, with how the history
 was placed. ``Idempotency-Key`` makes a retried request return the first answer. Streaming
 uses OpenAI's chunk format, ending in ``data: [DONE]``.
+A conversation started with a user's token is that user's, and a resent history is matched
+only against that user's conversations; naming another user's is refused (``server/access.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from threadline.engine import Engine, TurnResult
 from threadline.errors import InputError
 from threadline.interop.resent import Placement, place, resent_from, settle
 from threadline.items import new_id, validate_text
+from threadline.server import access
+from threadline.server.access import CallerDep
 from threadline.server.streams import error_body, pump
 from threadline.turn.input import TurnInput
 
@@ -61,6 +65,7 @@ def add_chat_completions(app: FastAPI, engine: Engine) -> None:
     @app.post("/v1/chat/completions", response_model=None)
     def chat_completions(
             body: ChatCompletionBody,
+            caller: CallerDep,
             conversation: str | None = Header(default=None, alias=CONVERSATION_HEADER),
             idempotency_key: str | None = Header(default=None, alias="Idempotency-Key"),
             on_mismatch: Literal["refuse", "fork"] = Header(
@@ -70,12 +75,16 @@ def add_chat_completions(app: FastAPI, engine: Engine) -> None:
         resent = resent_from([_said(n, m) for n, m in enumerate(body.messages)],
                              max_bytes=engine.max_message_bytes)
         validate_text(resent.text, max_bytes=engine.max_message_bytes)
+        if cid is not None:
+            access.conversation(caller, store, cid)  # 404/403 before anything is written
+        access.client_message(caller, store, idempotency_key)
         earlier = None if idempotency_key is None else store.find_client_message(
             idempotency_key)
         if earlier is not None:  # a retried request: the turn it started answers it
             placement = Placement("continued", earlier.conversation_id, earlier.branch)
-        else:
-            placement = place(store, resent, conversation_id=cid, on_mismatch=on_mismatch)
+        else:  # a user's history is looked for among that user's conversations only
+            placement = place(store, resent, conversation_id=cid, on_mismatch=on_mismatch,
+                              user_id=caller.user_id)
         cid, branch = settle(store, placement, clock=engine.clock)
 
         def run(on_text: Callable[[str], None] | None) -> TurnResult:

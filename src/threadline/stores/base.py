@@ -6,13 +6,15 @@ and records a model call. A commit carries the branch head it was computed again
 head has moved, nothing is written and :class:`~threadline.errors.TurnSuperseded` is raised.
 
 Beside the log, a store may keep long-term memory (``memory``: a
-:class:`~threadline.stores.memory.MemoryBackend`) and retrieval corpora (``corpora``: a
-:class:`~threadline.stores.corpus.CorpusBackend`) in the same database. A store that keeps
-no memory or no corpora says so with None there, and what needs them refuses it with an
+:class:`~threadline.stores.memory.MemoryBackend`), retrieval corpora (``corpora``: a
+:class:`~threadline.stores.corpus.CorpusBackend`) and the HTTP service's bearer tokens
+(``tokens``: a :class:`~threadline.stores.tokens.TokenBackend`) in the same database. A store
+that keeps none of one says so with None there, and what needs it refuses it with an
 InputError.
 
 ``stores/conformance.py`` states this behaviour as tests any backend can run (with
-``memory_conformance.py`` and ``corpus_conformance.py`` for what it keeps beside the log).
+``memory_conformance.py``, ``corpus_conformance.py`` and ``tokens_conformance.py`` for what it
+keeps beside the log).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from threadline.calls import ModelCall
 from threadline.items import Branch, Conversation, Item, NewItem, format_time
 from threadline.stores.corpus import CorpusBackend
 from threadline.stores.memory import MemoryBackend
+from threadline.stores.tokens import TokenBackend
 
 MAIN = "main"
 
@@ -36,6 +39,7 @@ class NewConversation:
     title: str | None = None
     system: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    owner: str | None = None  # the user whose conversation it is; fixed once created
 
 
 @dataclass(frozen=True)
@@ -167,12 +171,19 @@ class Store(Protocol):
         """Retrieval corpora, kept beside the log (None: this store keeps none)."""
         ...
 
+    @property
+    def tokens(self) -> TokenBackend | None:
+        """The HTTP service's bearer tokens, kept beside the log (None: this store keeps
+        none, so a service over it cannot require them)."""
+        ...
+
     def commit(self, commit: Commit) -> CommitResult: ...
 
     def conversation(self, conversation_id: str) -> Conversation: ...
 
-    def conversations(self, *, limit: int | None = None) -> list[ConversationSummary]:
-        """Newest activity first."""
+    def conversations(self, *, limit: int | None = None,
+                      owner: str | None = None) -> list[ConversationSummary]:
+        """Newest activity first; with ``owner``, only that user's conversations."""
         ...
 
     def summary(self, conversation_id: str) -> ConversationSummary: ...
@@ -195,11 +206,13 @@ class Store(Protocol):
 
     def find_client_message(self, client_msg_id: str) -> Item | None: ...
 
-    def matching_messages(self, hashes: Sequence[str], *,
-                          conversation_id: str | None = None) -> list[TranscriptMatch]:
+    def matching_messages(self, hashes: Sequence[str], *, conversation_id: str | None = None,
+                          user_id: str | None = None,
+                          limit: int | None = None) -> list[TranscriptMatch]:
         """The user and assistant messages whose transcript hash is one of ``hashes``, in
-        any conversation (or in one): where a resent history is in the log. An indexed
-        lookup, whatever the number of conversations."""
+        any conversation (or in one; or in those ``user_id`` owns), newest first, at most
+        ``limit``: where a resent history is in the log. An indexed lookup, whatever the
+        number of conversations."""
         ...
 
     def transcript(self, conversation_id: str, seq: int) -> str | None:

@@ -420,6 +420,22 @@ class StoreConformance:
         assert [s.conversation.id for s in store.conversations()] == [older, newer]
         assert [s.conversation.id for s in store.conversations(limit=1)] == [older]
 
+    def test_a_conversation_keeps_its_owner_and_lists_by_it(self, store: Store) -> None:
+        owned: dict[str | None, list[str]] = {}
+        for owner in ("ann", "Ann", "an%", None, "ann"):
+            cid = new_id("c_")
+            store.commit(Commit(conversation_id=cid, created_at=_T0, expected_head=None,
+                                create=NewConversation(cid, owner=owner)))
+            owned.setdefault(owner, []).append(cid)
+        assert store.conversation(owned["ann"][0]).owner == "ann"
+        assert store.summary(owned[None][0]).conversation.owner is None
+        for owner in ("ann", "Ann", "an%"):  # matched exactly: no case folding, no patterns
+            assert sorted(s.conversation.id for s in store.conversations(owner=owner)) == \
+                sorted(owned[owner])
+        assert len(store.conversations(owner="ann", limit=1)) == 1
+        assert store.conversations(owner="bob") == []
+        assert len(store.conversations()) == 5  # no owner given: everyone's, and no one's
+
     def test_data_survives_reopening(self, make_store: MakeStore) -> None:
         first = make_store()
         cid = _create(first, NewItem.user("persist me"))

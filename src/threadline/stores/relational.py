@@ -57,6 +57,7 @@ from threadline.stores.fulltext import FullText
 from threadline.stores.memory import MemoryBackend
 from threadline.stores.memory_sql import SQLMemory
 from threadline.stores.rows import (
+    CONVERSATION_COLUMNS,
     call_from_row,
     conversation_from_row,
     item_from_row,
@@ -64,6 +65,8 @@ from threadline.stores.rows import (
     stored_time,
 )
 from threadline.stores.sessions import Cursor, Database, Execute, Lineage, Session
+from threadline.stores.tokens import TokenBackend
+from threadline.stores.tokens_sql import SQLTokens
 from threadline.stores.transcripts import TranscriptsSQL, fill_conversation, root_of
 from threadline.stores.turn_state import TurnStateSQL
 
@@ -105,6 +108,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         self._database = Database(self._transaction, self._reading, self.INTEGRITY_ERRORS)
         self._memory = SQLMemory(self._database, self.FULL_TEXT)
         self._corpora: SQLCorpora | None = None
+        self._tokens = SQLTokens(self._database)
 
     # -- the tables kept beside the log ----------------------------------------------------
 
@@ -118,6 +122,10 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
             self._prepare_corpora()
             self._corpora = SQLCorpora(self._database, self.FULL_TEXT)
         return self._corpora
+
+    @property
+    def tokens(self) -> TokenBackend:
+        return self._tokens
 
     def _prepare_corpora(self) -> None:
         """Whatever the corpus tables need before first use, beyond the migrations."""
@@ -175,9 +183,10 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
                 if db.one("SELECT 1 FROM conversations WHERE id = ?", (spec.id,)):
                     raise InputError(f"a conversation with id {spec.id!r} already exists")
                 try:
-                    db.run("INSERT INTO conversations (id, created_at, title, system, metadata)"
-                           " VALUES (?, ?, ?, ?, ?)", (spec.id, created, spec.title, spec.system,
-                                                       canonical_json(dict(spec.metadata))))
+                    db.run(f"INSERT INTO conversations ({CONVERSATION_COLUMNS}) VALUES "
+                           "(?, ?, ?, ?, ?, ?)", (spec.id, created, spec.title, spec.system,
+                                                  canonical_json(dict(spec.metadata)),
+                                                  spec.owner))
                 except self.INTEGRITY_ERRORS as err:  # created by another writer meanwhile
                     raise InputError(f"a conversation with id {spec.id!r} already exists"
                                      ) from err
@@ -367,13 +376,16 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
     # -- reads ---------------------------------------------------------------------------
 
     def conversation(self, conversation_id: str) -> Conversation:
-        rows = self._read("SELECT id, created_at, title, system, metadata FROM conversations "
-                          "WHERE id = ?", (conversation_id,))
+        rows = self._read(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
+                          (conversation_id,))
         if not rows:
             raise UnknownConversation(conversation_id)
         return conversation_from_row(rows[0])
 
-    def conversations(self, *, limit: int | None = None) -> list[ConversationSummary]:
+    def conversations(self, *, limit: int | None = None,
+                      owner: str | None = None) -> list[ConversationSummary]:
+        if owner is not None:
+            return self._summaries("WHERE c.owner = ?", (owner,), limit)
         return self._summaries("", (), limit)
 
     def summary(self, conversation_id: str) -> ConversationSummary:
@@ -386,7 +398,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
                    limit: int | None) -> list[ConversationSummary]:
         limit_clause = "" if limit is None else f" LIMIT {int(limit)}"
         rows = self._read(
-            "SELECT c.id, c.created_at, c.title, c.system, c.metadata,"
+            "SELECT c.id, c.created_at, c.title, c.system, c.metadata, c.owner,"
             " (SELECT count(*) FROM items i WHERE i.conversation_id = c.id),"
             " (SELECT coalesce(max(turn), 0) FROM items i WHERE i.conversation_id = c.id),"
             " (SELECT count(*) FROM branches b WHERE b.conversation_id = c.id),"
@@ -398,9 +410,9 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
             f" FROM conversations c {where} ORDER BY updated DESC, c.id DESC{limit_clause}",
             params)
         return [ConversationSummary(
-            conversation=conversation_from_row(row[:5]), items=row[5], turns=row[6],
-            branches=row[7], calls=row[8], updated_at=stored_time(row[9]),
-            first_message=None if row[10] is None else json.loads(row[10]).get("text"))
+            conversation=conversation_from_row(row[:6]), items=row[6], turns=row[7],
+            branches=row[8], calls=row[9], updated_at=stored_time(row[10]),
+            first_message=None if row[11] is None else json.loads(row[11]).get("text"))
             for row in rows]
 
     def branches(self, conversation_id: str) -> list[Branch]:

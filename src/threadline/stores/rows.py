@@ -25,9 +25,13 @@ def stored_time(value: str | datetime) -> datetime:
     return parse_time(value) if isinstance(value, str) else value.astimezone(UTC)
 
 
+CONVERSATION_COLUMNS = "id, created_at, title, system, metadata, owner"
+
+
 def conversation_from_row(row: Sequence[Any]) -> Conversation:
+    """A row of ``CONVERSATION_COLUMNS``."""
     return Conversation(id=row[0], created_at=stored_time(row[1]), title=row[2], system=row[3],
-                        metadata=json.loads(row[4]))
+                        metadata=json.loads(row[4]), owner=row[5])
 
 
 def item_from_row(row: Sequence[Any]) -> Item:

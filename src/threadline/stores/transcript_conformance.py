@@ -23,10 +23,11 @@ def _chain(system: str | None, *messages: tuple[str, str]) -> list[str]:
     return out
 
 
-def _create(store: Store, *items: NewItem, system: str | None = None) -> str:
+def _create(store: Store, *items: NewItem, system: str | None = None,
+            owner: str | None = None) -> str:
     cid = new_id("c_")
     store.commit(Commit(conversation_id=cid, created_at=_T0, expected_head=None,
-                        create=NewConversation(cid, system=system), items=items))
+                        create=NewConversation(cid, system=system, owner=owner), items=items))
     return cid
 
 
@@ -74,6 +75,18 @@ class TranscriptConformance:
             [digest], conversation_id=two)] == [two]
         assert store.matching_messages(["b2:" + "0" * 64]) == []
         assert store.matching_messages([]) == []
+
+    def test_matching_keeps_to_one_owner_and_newest_first(self, store: Store) -> None:
+        ann = _create(store, NewItem.user("hello"), owner="ann")
+        nobody = _create(store, NewItem.user("hello"))
+        bob = _create(store, NewItem.user("hello"), owner="bob")
+        digest = _chain(None, ("user", "hello"))
+        assert [m.conversation_id for m in store.matching_messages(digest)] == [bob, nobody,
+                                                                                 ann]
+        assert [m.conversation_id for m in store.matching_messages(digest, limit=1)] == [bob]
+        assert [m.conversation_id for m in store.matching_messages(
+            digest, user_id="ann")] == [ann]
+        assert store.matching_messages(digest, user_id="carol") == []
 
     def test_many_hashes_at_once(self, store: Store) -> None:
         said = [("user" if n % 2 == 0 else "assistant", f"m{n}") for n in range(1_200)]

@@ -32,21 +32,29 @@ class TranscriptsSQL:
     def _reading(self) -> AbstractContextManager[Session]:
         raise NotImplementedError
 
-    def matching_messages(self, hashes: Sequence[str], *,
-                          conversation_id: str | None = None) -> list[TranscriptMatch]:
-        scope, extra = ("", ()) if conversation_id is None else \
-            (" AND conversation_id = ?", (conversation_id,))
+    def matching_messages(self, hashes: Sequence[str], *, conversation_id: str | None = None,
+                          user_id: str | None = None,
+                          limit: int | None = None) -> list[TranscriptMatch]:
+        scope, extra = "", []
+        if conversation_id is not None:
+            scope, extra = " AND conversation_id = ?", [conversation_id]
+        if user_id is not None:
+            scope += " AND conversation_id IN (SELECT id FROM conversations WHERE owner = ?)"
+            extra.append(user_id)
+        # newest first: conversation ids are time-ordered, and so are seqs
+        order = " ORDER BY conversation_id DESC, seq DESC" + (
+            "" if limit is None else f" LIMIT {int(limit)}")
         found: list[TranscriptMatch] = []
         with self._reading() as db:
             for start in range(0, len(hashes), _LOOKUP_BATCH):
                 batch = list(dict.fromkeys(hashes[start:start + _LOOKUP_BATCH]))
                 marks = ", ".join("?" * len(batch))
                 rows = db.all(f"SELECT transcript, conversation_id, seq, branch FROM items "
-                              f"WHERE transcript IN ({marks}) AND {_MESSAGES}{scope}",
+                              f"WHERE transcript IN ({marks}) AND {_MESSAGES}{scope}{order}",
                               (*batch, *extra))
                 found += [TranscriptMatch(str(r[0]), str(r[1]), int(r[2]), str(r[3]))
                           for r in rows]
-        return found
+        return found[:limit]
 
     def transcript(self, conversation_id: str, seq: int) -> str | None:
         with self._reading() as db:
