@@ -1,5 +1,7 @@
 """How the Anthropic backend maps a provider's errors, and that a failed turn is recorded (with
-the payload as sent) and can be answered again.
+the payload as sent) and can be answered again; and a tool_use block read from a stream in
+Anthropic's event shapes (the local model's chat template has no tools, so the real server
+never sends one).
 
 The errors a real server cannot be made to produce on demand (529 overloaded, 429 with
 ``retry-after``, an error event in the middle of a stream, a provider's "prompt is too long")
@@ -172,4 +174,68 @@ def test_a_server_that_is_not_there_is_unavailable(tmp_path: Path) -> None:
     assert "THREADLINE_ANTHROPIC_BASE_URL" in (raised.value.hint or "")
     (failed,) = store.calls(store.conversations()[0].conversation.id)
     assert failed.status is CallStatus.FAILED
+    store.close()
+
+
+def _tool_use_reply() -> Reply:
+    """A streamed reply in Anthropic's event shapes: a sentence, then a tool_use block whose
+    input arrives as JSON in two pieces."""
+    usage = {"input_tokens": 50, "cache_creation_input_tokens": 0,
+             "cache_read_input_tokens": 0, "output_tokens": 0}
+    body = _sse(
+        {"type": "message_start", "message": {"id": "msg_2", "type": "message",
+                                              "role": "assistant", "content": [],
+                                              "model": "claude-sonnet-4-6", "stop_reason": None,
+                                              "stop_sequence": None, "usage": usage}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text",
+                                                                       "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta",
+                                                               "text": "Let me look."}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1,
+         "content_block": {"type": "tool_use", "id": "toolu_01", "name": "weather",
+                           "input": {}}},
+        {"type": "content_block_delta", "index": 1,
+         "delta": {"type": "input_json_delta", "partial_json": "{\"city\": \"Lis"}},
+        {"type": "content_block_delta", "index": 1,
+         "delta": {"type": "input_json_delta", "partial_json": "bon\"}"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+         "usage": {"output_tokens": 20}},
+        {"type": "message_stop"})
+    return 200, {"content-type": "text/event-stream"}, body
+
+
+def test_a_tool_use_block_is_run_and_its_result_sent_back_as_a_tool_result(
+        stub: Stub, tmp_path: Path) -> None:
+    from threadline.turn.tools import Tool
+
+    ran: list[object] = []
+
+    def weather(args: Any, ctx: Any) -> str:
+        ran.append(dict(args))
+        return "Sunny."
+
+    tool = Tool("weather", "The weather in a city.", {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        weather)
+    store = SQLiteStore(tmp_path / "t.db")
+    engine = Engine(store, AnthropicModel("claude-sonnet-4-6", base_url=stub.url,
+                                          api_key="sk-test"), tools=[tool])
+    stub.replies.extend([_tool_use_reply(), _streamed_reply("It is sunny in Lisbon.")])
+    pieces: list[str] = []
+    result = engine.run_turn("Weather in Lisbon?", on_text=pieces.append)
+    assert ran == [{"city": "Lisbon"}] and result.reply.text == "It is sunny in Lisbon."
+    assert "".join(pieces) == "Let me look.It is sunny in Lisbon."
+    kinds = [i.kind.value for i in store.history(result.conversation_id)]
+    assert kinds == ["user_message", "tool_call", "tool_result", "assistant_message"]
+    assert stub.received[0]["tools"][0]["name"] == "weather"
+    again = stub.received[1]["messages"]
+    assert [m["role"] for m in again] == ["user", "assistant", "user"]
+    assert again[1]["content"] == [
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool_use", "id": "toolu_01", "name": "weather", "input": {"city": "Lisbon"}}]
+    (answer,) = again[2]["content"]
+    assert answer["type"] == "tool_result" and answer["tool_use_id"] == "toolu_01"
+    assert "Sunny." in answer["content"]
     store.close()

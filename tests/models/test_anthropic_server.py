@@ -19,7 +19,6 @@ from threadline.models.anthropic_messages import AnthropicModel
 from threadline.models.llama_server import ALIAS, LlamaServer
 from threadline.models.scripted import ScriptedModel, ToolCalls
 from threadline.stores.sqlite import SQLiteStore
-from threadline.turn.assemble import assemble
 from threadline.turn.tools import Tool
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
@@ -83,21 +82,14 @@ def _request_of(engine: Engine, store: SQLiteStore, result: Any) -> Any:
         [i for i in history if i.seq < result.reply.seq])
 
 
-def test_a_tool_call_comes_back_from_the_stream_and_results_go_back_as_blocks(
+def test_a_recorded_tool_call_and_result_go_to_the_server_as_blocks(
         llama_server: LlamaServer, tmp_path: Path) -> None:
+    """SmolLM2's chat template has no tools, so llama-server leaves them out of the prompt and
+    never answers with tool_use (reading tool_use from a stream is tested against Anthropic's
+    event shapes in test_anthropic_errors.py); what it does take is the blocks themselves."""
     weather = Tool("weather", "The weather in a city.",
                    {"type": "object", "properties": {"city": {"type": "string"}},
                     "required": ["city"]}, lambda args, ctx: f"Sunny in {args['city']}.")
-    # the model is made to call a tool (tool_choice "any"): the call is read from the stream
-    forced = _backend(llama_server, max_tokens=64, params={"tool_choice": {"type": "any"}})
-    request = assemble([], system="Use the tools.", tools=[weather.spec],
-                       new_message="What is the weather in Lisbon?")
-    completion = forced.complete(request)
-    assert completion.finish_reason == "tool_calls"
-    (call,) = completion.tool_calls
-    assert call.name == "weather" and call.id
-    assert isinstance(call.arguments, dict) and "city" in call.arguments
-
     # a recorded tool call and its result, answered by the real server as tool_use and
     # tool_result blocks
     store = SQLiteStore(tmp_path / "t.db")

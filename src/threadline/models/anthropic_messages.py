@@ -47,6 +47,8 @@ from threadline.settings import CACHE_TTLS
 # the reason a message stopped, in the terms Completion uses
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
            "tool_use": "tool_calls"}
+_SDK_ARGUMENTS = frozenset({"model", "max_tokens", "messages", "stream", "system", "tools",
+                            "tool_choice", "stop_sequences", "metadata"})
 _USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
                  "output_tokens")
 _TOO_LONG = re.compile(r"too long|exceeds? the (available )?context|context (size|length|window)",
@@ -146,7 +148,11 @@ class AnthropicModel:
         blocks: dict[int, dict[str, Any]] = {}  # tool_use blocks by index, input as JSON text
         usage: dict[str, Any] = {}
         stop_reason: str | None = None
-        with self._client.messages.create(**payload) as stream:
+        # what every SDK version since 0.40 takes by name; the rest (temperature, which newer
+        # versions no longer name) rides in the same JSON body as extra_body
+        named = {k: v for k, v in payload.items() if k in _SDK_ARGUMENTS}
+        extra_body = {k: v for k, v in payload.items() if k not in _SDK_ARGUMENTS}
+        with self._client.messages.create(**named, extra_body=extra_body or None) as stream:
             for event in stream:
                 kind = event.type
                 if kind == "message_start":

@@ -102,7 +102,7 @@ def start(model_path: Path | None = None, *, port: int | None = None, threads: i
     port = port or free_port()
     command = [str(binary_path()), "--model", str(model), "--alias", ALIAS,
                "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads),
-               "--ctx-size", str(ctx), "--parallel", "1", *extra]
+               "--ctx-size", str(ctx), "--parallel", "1", "--no-webui", *extra]
     if api_key:
         command += ["--api-key", api_key]
     out: IO[bytes] | int = subprocess.DEVNULL

@@ -24,6 +24,8 @@ from threadline.errors import (
     InputError,
     ModelError,
     NotFound,
+    ProviderOverloaded,
+    ProviderRateLimited,
     StoreError,
     ThreadlineError,
     TurnInProgress,
@@ -42,7 +44,9 @@ from threadline.stores.base import MAIN, Commit, NewConversation
 from threadline.turn.fork import fork as fork_branch
 from threadline.version import __version__
 
-_STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409), (ModelError, 502),
+# a provider that is overloaded or rate-limiting: the client should come back later
+_STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409),
+           (ProviderOverloaded, 503), (ProviderRateLimited, 503), (ModelError, 502),
            (StoreError, 503)]
 
 
@@ -81,8 +85,9 @@ def create_app(engine: Engine) -> FastAPI:
 
     @app.exception_handler(ThreadlineError)
     def _error(_: Request, err: ThreadlineError) -> JSONResponse:
-        headers = {"Retry-After": str(math.ceil(err.retry_after_s))} \
-            if isinstance(err, TurnInProgress) else None
+        wait = err.retry_after_s if isinstance(err, TurnInProgress | ProviderRateLimited) \
+            else None
+        headers = None if wait is None else {"Retry-After": str(math.ceil(wait))}
         return JSONResponse(status_code=_status(err), content=error_body(err), headers=headers)
 
     @app.post("/v1/conversations", status_code=201)
