@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from threadline.engine import Engine
+from threadline.models.llama_server import LlamaServer
 from threadline.models.scripted import ScriptedModel
 from threadline.stores.sqlite import SQLiteStore
 
@@ -35,6 +36,38 @@ def require_llama_cpp() -> None:
         import llama_cpp  # noqa: F401
     else:
         pytest.importorskip("llama_cpp", reason="install the local extra: scripts/bootstrap")
+
+
+def require_llama_server() -> None:
+    """Skip without llama.cpp's llama-server (the anthropic-server extra), except where the
+    suite promises the real model runs (THREADLINE_REQUIRE_LOCAL_MODEL=1): there, its absence
+    is a failure."""
+    from threadline.errors import ModelUnavailable
+    from threadline.models.llama_server import binary_path
+
+    try:
+        binary_path()
+    except ModelUnavailable:
+        if os.environ.get("THREADLINE_REQUIRE_LOCAL_MODEL") == "1":
+            raise
+        pytest.skip("install the anthropic-server extra: scripts/bootstrap anthropic-server")
+
+
+ANTHROPIC_TEST_KEY = "threadline-test-key"
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """llama.cpp's own server with the SmolLM2 GGUF, serving Anthropic's Messages API on a free
+    port of 127.0.0.1 for the whole session (two threads, one 4,096-token slot, and an API key,
+    so a wrong key is refused by the real server)."""
+    require_llama_server()
+    pytest.importorskip("anthropic", reason="install the anthropic extra")
+    from threadline.models import llama_server as server
+
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with server.start(threads=2, ctx=4096, api_key=ANTHROPIC_TEST_KEY, log=log) as running:
+        yield running
 
 
 TEST_DATABASE_URL = os.environ.get("THREADLINE_TEST_DATABASE_URL",

@@ -9,21 +9,25 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_llama_cpp
+from tests.conftest import require_llama_cpp, require_llama_server
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 QUICK = {"append.py": [], "history_growth.py": ["--no-langgraph"], "replay_reuse.py": [],
          "ttft_local.py": [], "compaction_retention.py": [], "tool_clearing.py": [],
          "compaction_ttft.py": [], "load.py": ["--stores", "sqlite"], "kv_interleaved.py": [],
-         "kv_process.py": [], "kv_sharing.py": [], "stateless.py": []}
+         "kv_process.py": [], "kv_sharing.py": [], "stateless.py": [],
+         "anthropic_turns.py": []}
 LOCAL_MODEL = {"ttft_local.py", "compaction_ttft.py", "kv_interleaved.py", "kv_process.py",
                "kv_sharing.py"}
+LLAMA_SERVER = {"anthropic_turns.py"}  # starts its own llama-server
 
 
 @pytest.mark.parametrize("script", sorted(QUICK))
 def test_benchmark_runs_in_quick_mode(script: str) -> None:
     if script in LOCAL_MODEL:
         require_llama_cpp()
+    if script in LLAMA_SERVER:
+        require_llama_server()
     run = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--json",
                           *QUICK[script]], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr

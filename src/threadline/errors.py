@@ -29,15 +29,22 @@ uses for it. A few live beside the code that raises them, in the module named in
     │   ├── TurnInProgress               another turn holds the conversation
     │   └── TurnCancelled                a newer message stopped this turn
     ├── ModelError                       exit 6
-    │   ├── ModelUnavailable             the model file is missing or unreadable
+    │   ├── ModelUnavailable             the model is missing or unreadable, or no server answered
     │   ├── ContextWindowExceeded
+    │   ├── PromptTooLong                the provider says the request is over its window
     │   ├── ModelCallFailed              the call failed; the turn is recorded as failed
+    │   ├── ProviderError                a hosted model answered the call with an error
+    │   │   ├── ProviderOverloaded       exit 7   retry later (HTTP 529)
+    │   │   ├── ProviderRateLimited      exit 7   retry after the time it names (HTTP 429)
+    │   │   └── ProviderAuthFailed       the API key is missing, wrong, or not allowed
     │   └── ExtractionFailed             [compaction.extract]  nothing was compacted
-    └── AccessDenied                     exit 7   the HTTP service refused the caller
+    └── AccessDenied                     exit 8   the HTTP service refused the caller
         ├── Unauthorized                 no valid bearer token (HTTP 401)
         └── Forbidden                    the token may not use this (HTTP 403)
 
 Nothing raised before a commit has written anything: a bad input leaves the store unchanged.
+A model error raised by a backend during a turn is recorded first, as a failed call, and the
+turn can be answered again without sending the message twice.
 """
 
 from __future__ import annotations
@@ -213,6 +220,9 @@ class TurnCancelled(ConflictError):
 
 class ModelError(ThreadlineError):
     exit_code = 6
+    # set by a backend that got as far as building its request: the request exactly as it
+    # was sent (a ``calls.SentRequest``), so the failed call's record holds the real payload
+    sent_request: object | None = None
 
 
 class ModelUnavailable(ModelError):
@@ -230,6 +240,64 @@ class ContextWindowExceeded(ModelError):
         self.window = window
 
 
+class PromptTooLong(ModelError):
+    """The provider refused the request as longer than its context window (its own count)."""
+
+    def __init__(self, provider: str, detail: str) -> None:
+        super().__init__(
+            f"{provider} refused the request as too long for the model's context window "
+            f"({detail}); the turn is recorded as failed",
+            hint="compact the conversation (threadline conversations compact), fork it from "
+                 "an earlier item, or start a new one with --new",
+        )
+        self.detail = detail
+
+
+_RETRY = ("the turn is recorded as failed; answer it again (the same --client-msg-id, or "
+          "/retry in chat) and the message is not sent twice")
+
+
+class ProviderError(ModelError):
+    """A hosted model answered the call with an error; ``status`` is its HTTP status (None for
+    an error sent mid-stream) and ``error_type`` the type it named."""
+
+    def __init__(self, message: str, *, status: int | None = None, error_type: str | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint or _RETRY)
+        self.status = status
+        self.error_type = error_type
+
+
+class ProviderOverloaded(ProviderError):
+    exit_code = 7
+
+    def __init__(self, provider: str, detail: str, *, status: int | None = None) -> None:
+        super().__init__(f"{provider} is overloaded and did not answer ({detail})",
+                         status=status, error_type="overloaded_error",
+                         hint=f"retry in a minute: {_RETRY}")
+
+
+class ProviderRateLimited(ProviderError):
+    exit_code = 7
+
+    def __init__(self, provider: str, detail: str, *, retry_after_s: float | None,
+                 status: int | None = None) -> None:
+        when = "later" if retry_after_s is None else f"in {retry_after_s:g} s"
+        super().__init__(f"{provider} rate-limited the call ({detail}); it asks to retry {when}",
+                         status=status, error_type="rate_limit_error",
+                         hint=f"retry {when}: {_RETRY}")
+        self.retry_after_s = retry_after_s
+
+
+class ProviderAuthFailed(ProviderError):
+    def __init__(self, provider: str, detail: str, *, key_env: str, status: int | None = None,
+                 error_type: str | None = None) -> None:
+        super().__init__(f"{provider} did not accept the API key ({detail}); nothing was answered",
+                         status=status, error_type=error_type,
+                         hint=f"set {key_env} to a valid key for this endpoint, then retry: "
+                              f"{_RETRY}")
+
+
 class ModelCallFailed(ModelError):
     def __init__(self, call_id: str, cause: BaseException) -> None:
         super().__init__(
@@ -242,7 +310,7 @@ class ModelCallFailed(ModelError):
 
 
 class AccessDenied(ThreadlineError):
-    exit_code = 7
+    exit_code = 8
 
 
 class Unauthorized(AccessDenied):

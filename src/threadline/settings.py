@@ -47,6 +47,11 @@ class Settings:
     # the "openai" model: an OpenAI-compatible endpoint (or several, for affinity routing)
     openai_base_urls: tuple[str, ...] = ()
     openai_model: str | None = None
+    # the "anthropic" model: Anthropic's Messages API, or a server that speaks it
+    anthropic_model: str | None = None
+    anthropic_base_url: str | None = None  # None: Anthropic's own API (the SDK's default)
+    anthropic_cache_ttl: str = "5m"  # of each cache_control breakpoint: "5m" or "1h"
+    anthropic_max_tokens: int = 1024
     # the local model's KV snapshots: in memory, and on disk under home/kv (0: no such tier)
     kv_memory_bytes: int = 256 * 2**20
     kv_disk_bytes: int = 2 * 2**30
@@ -86,6 +91,15 @@ class Settings:
                 url.strip() for url in value.split(",") if url.strip()))
         if value := environ.get("THREADLINE_OPENAI_MODEL"):
             settings = settings.with_(openai_model=value)
+        if value := environ.get("THREADLINE_ANTHROPIC_MODEL"):
+            settings = settings.with_(anthropic_model=value)
+        if value := environ.get("THREADLINE_ANTHROPIC_BASE_URL"):
+            settings = settings.with_(anthropic_base_url=value.strip())
+        if value := environ.get("THREADLINE_ANTHROPIC_CACHE_TTL"):
+            settings = settings.with_(anthropic_cache_ttl=parse_cache_ttl(value))
+        if value := environ.get("THREADLINE_ANTHROPIC_MAX_TOKENS"):
+            settings = settings.with_(anthropic_max_tokens=_positive_int(
+                "THREADLINE_ANTHROPIC_MAX_TOKENS", value))
         if value := environ.get("THREADLINE_TIME_IN_CONTEXT"):
             settings = settings.with_(time_in_context=_flag(value))
         if value := environ.get("THREADLINE_MEMORY_DENSE"):
@@ -104,6 +118,18 @@ def parse_durability(value: str) -> Durability:
     except ValueError:
         choices = ", ".join(d.value for d in Durability)
         raise InputError(f"unknown durability {value!r}; choose one of: {choices}") from None
+
+
+CACHE_TTLS = ("5m", "1h")
+
+
+def parse_cache_ttl(value: str) -> str:
+    """An Anthropic cache lifetime: ``5m`` (written at 1.25x the input price) or ``1h`` (2x)."""
+    ttl = value.strip().lower()
+    if ttl not in CACHE_TTLS:
+        raise InputError(f"THREADLINE_ANTHROPIC_CACHE_TTL must be 5m or 1h; got {value!r}",
+                         hint="5m: cheaper writes, for turns minutes apart; 1h: for longer gaps")
+    return ttl
 
 
 def _flag(value: str) -> bool:

@@ -284,3 +284,22 @@ def test_a_message_sent_with_a_user_recalls_their_memory(store: Store) -> None:
     assert sent.status_code == 200, sent.text
     recalled = [i for i in store.history(cid) if i.kind is ItemKind.RECALL]
     assert [m["text"] for m in recalled[0].content["memories"]] == ["I am allergic to peanuts"]
+
+
+def test_a_rate_limited_provider_answers_503_with_its_retry_after(store: Store) -> None:
+    from threadline.errors import ProviderOverloaded, ProviderRateLimited
+
+    model = ScriptedModel([ProviderRateLimited("Anthropic's API", "HTTP 429: slow down",
+                                               retry_after_s=12.5),
+                           ProviderOverloaded("Anthropic's API", "HTTP 529: Overloaded"), "ok"])
+    client = TestClient(create_app(Engine(store, model)))
+    cid = _new(client)
+    body = {"text": "hi", "client_msg_id": "m-1"}  # each retry answers the same message
+    limited = client.post(f"/v1/conversations/{cid}/messages", json=body)
+    assert limited.status_code == 503 and limited.headers["Retry-After"] == "13"
+    assert limited.json()["error"]["type"] == "ProviderRateLimited"
+    busy = client.post(f"/v1/conversations/{cid}/messages", json=body)
+    assert busy.status_code == 503 and "Retry-After" not in busy.headers
+    assert client.post(f"/v1/conversations/{cid}/messages", json=body).json()["reply"] == "ok"
+    shown = client.get(f"/v1/conversations/{cid}").json()
+    assert [i["kind"] for i in shown["items"]] == ["user_message", "assistant_message"]

@@ -4,7 +4,9 @@ Profiles live in ``profiles.toml`` next to this module; :func:`profile` looks on
 A request of ``prompt_tokens`` whose first ``reusable_tokens`` match what the provider holds in
 its cache is billed as: the cacheable part of the match at the read rate, the rest at the write
 rate when the request is long enough to be cached (list price otherwise), all of it at the
-long-context multiple when the request passes that threshold.
+long-context multiple when the request passes that threshold. A request whose provider
+reported how its input split (read, written, neither) is billed from that report instead
+(:meth:`CacheProfile.bill_usage`).
 """
 
 from __future__ import annotations
@@ -63,6 +65,22 @@ class CacheProfile:
                     written_tokens=written if cached_at_all else 0,
                     uncached_tokens=0 if cached_at_all else written, cost_usd=cost)
 
+    def bill_usage(self, uncached_tokens: int, read_tokens: int, written_tokens: int,
+                   input_price: float) -> Bill:
+        """The cost of a request whose provider said how its input split: tokens at list
+        price, read from the cache, and written to it (Anthropic's ``input_tokens``,
+        ``cache_read_input_tokens`` and ``cache_creation_input_tokens``)."""
+        prompt_tokens = uncached_tokens + read_tokens + written_tokens
+        multiplier = self.long_context_multiplier if (
+            self.long_context_tokens is not None and prompt_tokens > self.long_context_tokens
+        ) else 1.0
+        read_rate, write_rate = (self.read, self.write) if self.caching else (1.0, 1.0)
+        cost = (uncached_tokens + read_tokens * read_rate + written_tokens * write_rate) \
+            * input_price * multiplier / 1e6
+        return Bill(prompt_tokens=prompt_tokens, read_tokens=read_tokens,
+                    written_tokens=written_tokens, uncached_tokens=uncached_tokens,
+                    cost_usd=cost)
+
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "caching": self.caching, "read": self.read,
                 "write": self.write, "min_prefix_tokens": self.min_prefix_tokens,
@@ -85,6 +103,22 @@ class Bill:
         return {"prompt_tokens": self.prompt_tokens, "read_tokens": self.read_tokens,
                 "written_tokens": self.written_tokens, "uncached_tokens": self.uncached_tokens,
                 "cost_usd": self.cost_usd}
+
+
+def reported_split(response: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """(list-price, cache-read, cache-written) input tokens of a call whose response records
+    a provider's usage report with both cache fields (the Anthropic backend records them as
+    reported); None for any other call."""
+    usage = response.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    values: list[int] = []
+    for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+        value = usage.get(name)
+        if not isinstance(value, int) or value < 0:
+            return None
+        values.append(value)
+    return values[0], values[1], values[2]
 
 
 @cache

@@ -1,4 +1,7 @@
-"""A conversation's prefix reuse and cost, call by call (``threadline cache report``)."""
+"""A conversation's prefix reuse and cost, call by call (``threadline cache report``).
+
+A call whose provider reported its cache reads and writes (the Anthropic backend records them)
+is billed from that report; any other from the prefix it shares with the call before it."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadline.cache.prefix import PrefixReport
-from threadline.cache.pricing import CacheProfile
+from threadline.cache.pricing import CacheProfile, reported_split
 from threadline.calls import ModelCall
 
 
@@ -19,6 +22,9 @@ class CallReuse:
     estimated: bool           # reusable_tokens scaled from bytes (no token ids were recorded)
     cost_usd: float           # billed under the profile with that reuse
     uncached_cost_usd: float  # the same request with no cache at all
+    # billed from the provider's own report of cache reads and writes (Anthropic's usage),
+    # rather than from the prefix reuse
+    from_usage: bool = False
 
     def to_json(self) -> dict[str, Any]:
         usage, prefix = self.call.usage, self.prefix
@@ -34,7 +40,8 @@ class CallReuse:
                 "divergence": None if prefix is None or prefix.divergence is None
                 else prefix.divergence.to_json(),
                 "cost_usd": round(self.cost_usd, 6),
-                "uncached_cost_usd": round(self.uncached_cost_usd, 6)}
+                "uncached_cost_usd": round(self.uncached_cost_usd, 6),
+                "billed_from": "reported usage" if self.from_usage else "prefix reuse"}
 
 
 def reuse_of(calls: Sequence[ModelCall], profile: CacheProfile,
@@ -52,9 +59,11 @@ def reuse_of(calls: Sequence[ModelCall], profile: CacheProfile,
             estimated = True
             reusable = round(tokens * prefix.reused_bytes / prefix.prompt_bytes) \
                 if prefix.prompt_bytes else 0
-        bill = profile.bill(tokens, reusable, input_price)
+        split = reported_split(call.response)
+        bill = profile.bill(tokens, reusable, input_price) if split is None \
+            else profile.bill_usage(*split, input_price)
         out.append(CallReuse(call, prefix, reusable, estimated, bill.cost_usd,
-                             tokens * input_price / 1e6))
+                             tokens * input_price / 1e6, from_usage=split is not None))
     return out
 
 

@@ -38,7 +38,25 @@ def _openai(settings: Settings) -> ModelBackend:
                                  api_key=os.environ.get("OPENAI_API_KEY"))
 
 
+def _anthropic(settings: Settings) -> ModelBackend:
+    from threadline.models.anthropic_messages import AnthropicModel
+
+    api_key = os.environ.get("ANTHROPIC_API_KEY")
+    if not settings.anthropic_model or not (api_key or settings.anthropic_base_url):
+        raise InputError("the anthropic model needs THREADLINE_ANTHROPIC_MODEL, and "
+                         "ANTHROPIC_API_KEY for Anthropic's API or THREADLINE_ANTHROPIC_BASE_URL "
+                         "for a server that speaks its Messages API; nothing was sent or saved",
+                         hint="e.g. THREADLINE_ANTHROPIC_MODEL=claude-sonnet-4-6 "
+                              "ANTHROPIC_API_KEY=sk-ant-..., or "
+                              "THREADLINE_ANTHROPIC_BASE_URL=http://127.0.0.1:8080 "
+                              "THREADLINE_ANTHROPIC_MODEL=smollm2")
+    return AnthropicModel(settings.anthropic_model, base_url=settings.anthropic_base_url,
+                          api_key=api_key, max_tokens=settings.anthropic_max_tokens,
+                          ttl=settings.anthropic_cache_ttl)
+
+
 MODELS: dict[str, Callable[[Settings], ModelBackend]] = {
+    "anthropic": _anthropic,
     "local": _local,
     "openai": _openai,
     "scripted": _scripted,

@@ -37,10 +37,14 @@ def call_model(model: ModelBackend, request: Request, *, clock: Callable[[], dat
 
 
 def sent_request(request: Request, outcome: CallOutcome, model_id: str) -> SentRequest:
-    """What the call sent; for a call that failed before sending, what it meant to send (the
-    request's messages in the OpenAI shape)."""
+    """What the call sent: the completion's record, or the one a failed call's error carries
+    (a backend that built its payload before it failed); for a call that failed before that,
+    what it meant to send (the request's messages in the OpenAI shape)."""
     if outcome.completion is not None:
         return outcome.completion.sent
+    carried = getattr(outcome.error, "sent_request", None)
+    if isinstance(carried, SentRequest):
+        return carried
     return SentRequest(model=model_id, messages=tuple(request.openai_messages()),
                        history=request.history)
 

@@ -4,8 +4,9 @@ The system prompt, pinned instructions and static context travel in ``system`` a
 the conversation in ``messages`` with strictly alternating roles (tool results ride in the next
 user turn). Breakpoints follow the request's cache points — end of tools, end of system, end of
 static context, and the last completed turn, which moves forward every turn — never more than
-four, and none where the prefix before it is shorter than the model's minimum cacheable length
-(it would not be cached, and a breakpoint is a scarce thing to waste).
+four (past four, the first three and the last), and none where the prefix before it is shorter
+than the model's minimum cacheable length (it would not be cached, and a breakpoint is a scarce
+thing to waste). ``ttl`` ("5m" or "1h") is written into each breakpoint.
 """
 
 from __future__ import annotations
@@ -49,10 +50,8 @@ def render_anthropic(request: Request, *, model: str, max_tokens: int,
             turns.append({"role": role, "content": blocks})
         owner.append((len(turns) - 1, len(turns[-1]["content"]) - 1))
     control = dict(_EPHEMERAL) if ttl is None else {**_EPHEMERAL, "ttl": ttl}
-    placed = 0
+    targets: list[dict[str, Any]] = []
     for point in request.cache_points():
-        if placed == MAX_BREAKPOINTS:
-            break
         prefix_tokens = _prefix_tokens(tools, messages[:point], count_tokens)
         if prefix_tokens < min_cacheable_tokens:
             continue
@@ -66,9 +65,12 @@ def render_anthropic(request: Request, *, model: str, max_tokens: int,
         else:
             turn, block = owner[point - system_count - 1]
             target = turns[turn]["content"][block]
-        if "cache_control" not in target:
-            target["cache_control"] = dict(control)
-            placed += 1
+        if not any(t is target for t in targets):
+            targets.append(target)
+    if len(targets) > MAX_BREAKPOINTS:  # the last one, which moves every turn, is kept
+        targets = targets[:MAX_BREAKPOINTS - 1] + targets[-1:]
+    for target in targets:
+        target["cache_control"] = dict(control)
     payload: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": turns}
     if system:
         payload["system"] = system

@@ -28,6 +28,8 @@ from threadline.errors import (
     InputError,
     ModelError,
     NotFound,
+    ProviderOverloaded,
+    ProviderRateLimited,
     StoreError,
     ThreadlineError,
     TurnInProgress,
@@ -49,8 +51,10 @@ from threadline.stores.base import MAIN, Commit, NewConversation
 from threadline.turn.fork import fork as fork_branch
 from threadline.version import __version__
 
+# a provider that is overloaded or rate-limiting: the client should come back later
 _STATUS = [(InputError, 400), (Forbidden, 403), (NotFound, 404), (ConflictError, 409),
-           (ModelError, 502), (StoreError, 503)]  # Unauthorized: 401, from access.refusal
+           (ProviderOverloaded, 503), (ProviderRateLimited, 503), (ModelError, 502),
+           (StoreError, 503)]  # Unauthorized: 401, from access.refusal
 
 
 class NewConversationBody(BaseModel):
@@ -96,8 +100,9 @@ def create_app(engine: Engine, *, require_tokens: bool = False) -> FastAPI:
     def _error(_: Request, err: ThreadlineError) -> JSONResponse:
         if isinstance(err, Unauthorized):
             return access.refusal(err)  # with its challenge
-        headers = {"Retry-After": str(math.ceil(err.retry_after_s))} \
-            if isinstance(err, TurnInProgress) else None
+        wait = err.retry_after_s if isinstance(err, TurnInProgress | ProviderRateLimited) \
+            else None
+        headers = None if wait is None else {"Retry-After": str(math.ceil(wait))}
         return JSONResponse(status_code=_status(err), content=error_body(err), headers=headers)
 
     @app.post("/v1/conversations", status_code=201)
