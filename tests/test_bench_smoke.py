@@ -15,7 +15,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 QUICK = {"append.py": [], "history_growth.py": ["--no-langgraph"], "replay_reuse.py": [],
          "ttft_local.py": [], "compaction_retention.py": [], "tool_clearing.py": [],
          "compaction_ttft.py": [], "load.py": ["--stores", "sqlite"], "kv_interleaved.py": [],
-         "kv_process.py": [], "kv_sharing.py": [], "stateless.py": []}
+         "kv_process.py": [], "kv_sharing.py": [], "stateless.py": [],
+         "telemetry_overhead.py": []}
 LOCAL_MODEL = {"ttft_local.py", "compaction_ttft.py", "kv_interleaved.py", "kv_process.py",
                "kv_sharing.py"}
 

@@ -5,14 +5,16 @@ One engine serves every request. Each conversation runs one turn at a time under
 (a message that arrives meanwhile queues, is refused with 409 and ``Retry-After``, or cancels
 the running turn, as the request's ``on_busy`` says); the engine's model runs one call at a
 time; reads never wait. Every error is a JSON body ``{"error": {"type",
-"message", "hint"}}`` with the status its kind implies, and changes nothing.
+"message", "hint"}}`` with the status its kind implies, and changes nothing. Given a
+:class:`Metrics` (fed by the same engine), ``GET /metrics`` serves them in the Prometheus text
+format (docs/observability.md).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -41,6 +43,9 @@ from threadline.server.streams import (
 from threadline.stores.base import MAIN, Commit, NewConversation
 from threadline.turn.fork import fork as fork_branch
 from threadline.version import __version__
+
+if TYPE_CHECKING:  # prometheus-client is an extra: only a caller that has it passes Metrics
+    from threadline.metrics.registry import Metrics
 
 _STATUS = [(InputError, 400), (NotFound, 404), (ConflictError, 409), (ModelError, 502),
            (StoreError, 503)]
@@ -71,7 +76,7 @@ class ForkBody(BaseModel):
     name: str | None = None
 
 
-def create_app(engine: Engine) -> FastAPI:
+def create_app(engine: Engine, metrics: Metrics | None = None) -> FastAPI:
     app = FastAPI(title="threadline", version=__version__,
                   description="Durable, prompt-cache-aware multi-turn conversations.")
     store = engine.store
@@ -157,6 +162,14 @@ def create_app(engine: Engine) -> FastAPI:
 
     add_chat_completions(app, engine)
     add_memory_routes(app, engine)
+
+    if metrics is not None:
+        exported = metrics
+
+        @app.get("/metrics", include_in_schema=False)
+        def scrape() -> Response:
+            """Prometheus metrics, in the text exposition format."""
+            return Response(exported.exposition(), media_type=exported.content_type)
 
     @app.get("/healthz")
     def health() -> dict[str, str]:
