@@ -27,7 +27,7 @@ LAYERS = [
     ["retrieval"],
     ["memory"],
     ["turn"],
-    ["providers", "hooks", "interop"],
+    ["providers", "hooks", "interop", "metrics"],
     ["engine"],
     ["standard"],
     ["server"],
@@ -35,7 +35,8 @@ LAYERS = [
     ["cli"],
     ["__init__", "__main__"],
 ]
-FEATURES = {"memory", "retrieval", "rewrite", "compaction", "providers", "hooks", "eval"}
+FEATURES = {"memory", "retrieval", "rewrite", "compaction", "providers", "hooks", "eval",
+            "metrics"}
 
 
 def _module(path: Path) -> str:

@@ -11,12 +11,15 @@ the original intact.
 The engine knows no feature: what a turn is shown besides its conversation comes from context
 providers (``turn/providers.py``), what follows a turn from turn hooks (``turn/hooks.py``),
 and when to compact from a compactor (``turn/compactor.py``), each handed in by whoever builds
-the engine (``threadline.standard_engine`` wires threadline's own).
+the engine (``threadline.standard_engine`` wires threadline's own). Lease waits, refusals and
+cancels, compactions and every error a turn raises are reported to an observer
+(``turn/observe.py``), for telemetry.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -40,6 +43,7 @@ from threadline.turn.hooks import TurnEvent, TurnHook, run_hooks
 from threadline.turn.ingest import Ingested, ingest, retried
 from threadline.turn.input import TurnInput, turn_input
 from threadline.turn.lease import DEFAULT_LEASE, Holding, LeasePolicy, hold, watched
+from threadline.turn.observe import Observer, guarded
 from threadline.turn.providers import (
     ContextProvider,
     Found,
@@ -65,6 +69,7 @@ class Engine:
                  compactor: Compactor | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  lease: LeasePolicy = DEFAULT_LEASE, count: Callable[[str], int] | None = None,
+                 observer: Observer | None = None,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.store, self.model, self.system = store, model, system
         self.toolbox = Toolbox(tools, tool_limits or ToolLimits())  # the tool loop's harness
@@ -77,6 +82,7 @@ class Engine:
         self.max_message_bytes = max_message_bytes
         self.lease = lease  # one turn at a time per conversation, and what a second one does
         self.clock = clock
+        self.observer = guarded(observer)  # told of lease waits, compactions and errors
         self.count: Callable[[str], int] = lru_cache(maxsize=65_536)(count or model.count_tokens)
         self.model_lock = threading.Lock()  # one backend instance runs one call at a time
         self._memo = MessageMemo()
@@ -89,27 +95,44 @@ class Engine:
         is a :class:`TurnInput`, or the text with its fields as keywords. In an existing
         conversation the turn holds its lease (see ``turn/lease.py``). Each context provider
         adds what it finds to the turn's tail; each hook runs once the turn is committed."""
-        turn = turn_input(turn, conversation_id=conversation_id, branch=branch,
-                          client_msg_id=client_msg_id, on_busy=on_busy, user_id=user_id,
-                          options=options)
+        started = time.perf_counter()
+        try:
+            turn = turn_input(turn, conversation_id=conversation_id, branch=branch,
+                              client_msg_id=client_msg_id, on_busy=on_busy, user_id=user_id,
+                              options=options)
+            return self._run_turn(turn, on_text, started)
+        except Exception as err:
+            self.observer.turn_raised(err)
+            raise
+
+    def _run_turn(self, turn: TurnInput, on_text: OnText | None, started: float
+                  ) -> TurnResult:
         if turn.text is None:
             raise InputError("a turn needs the user's message",
                              hint="to answer the branch's newest message, use answer()")
         validate_text(turn.text, max_bytes=self.max_message_bytes)  # refused before any wait
         self._check(turn)
         if turn.conversation_id is None:  # a new conversation: nobody else can be answering it
-            return self._turn(turn, turn.text, on_text, None)
+            return self._turn(turn, turn.text, on_text, None, started)
         self.store.head(turn.conversation_id, turn.branch)  # unknown ids fail before any wait
         with self._hold(turn) as holding:
-            return self._turn(turn, turn.text, watched(on_text, holding), holding)
+            return self._turn(turn, turn.text, watched(on_text, holding), holding, started)
 
     def answer(self, turn: TurnInput | str, branch: str = MAIN, *,
                on_text: OnText | None = None) -> TurnResult:
         """Answer the branch's newest message: a failed turn's retry, or a regeneration.
         ``turn`` is the conversation id, or a :class:`TurnInput` naming it (and no text).
         Like a turn, it holds the conversation's lease (waiting for it if need be)."""
+        started = time.perf_counter()
         turn = turn if isinstance(turn, TurnInput) else TurnInput(conversation_id=turn,
                                                                   branch=branch)
+        try:
+            return self._answer(turn, on_text, started)
+        except Exception as err:
+            self.observer.turn_raised(err)
+            raise
+
+    def _answer(self, turn: TurnInput, on_text: OnText | None, started: float) -> TurnResult:
         if turn.conversation_id is None or turn.text is not None:
             raise InputError("answer() takes a conversation and no text: it answers the "
                              "branch's newest message", hint="send new text with run_turn()")
@@ -128,7 +151,7 @@ class Engine:
             recorded = record_found(self.store, message, turn.branch,
                                     gather(self.providers, found, message), self.clock)
             return self._complete(found, message, history[-1], recorded,
-                                  watched(on_text, holding), holding)
+                                  watched(on_text, holding), holding, started)
 
     def edit(self, conversation_id: str, seq: int, turn: TurnInput | str, *,
              on_text: OnText | None = None) -> TurnResult:
@@ -200,10 +223,10 @@ class Engine:
         assert turn.conversation_id is not None
         policy = self.lease if turn.on_busy is None else replace(self.lease,
                                                                  on_busy=turn.on_busy)
-        return hold(self.store, turn.conversation_id, policy)
+        return hold(self.store, turn.conversation_id, policy, observer=self.observer)
 
     def _turn(self, turn: TurnInput, text: str, on_text: OnText | None,
-              holding: Holding | None) -> TurnResult:
+              holding: Holding | None, started: float) -> TurnResult:
         cid, branch = turn.conversation_id, turn.branch
         if cid is not None and pending_calls_of(self.store, cid, branch):
             if holding is not None:
@@ -216,12 +239,12 @@ class Engine:
         if ingested.created:  # what the providers found went in with the message
             recorded = list(zip([p for p, _ in gathered], ingested.context, strict=True))
             return self._complete(found, ingested.message, ingested.message, recorded, on_text,
-                                  holding)
+                                  holding, started)
         head = self.store.head(ingested.conversation_id, ingested.branch) or ingested.message
         recorded = record_found(self.store, ingested.message, found.turn.branch, gathered,
                                 self.clock)
         return self._complete(found, ingested.message, head, recorded, on_text, holding,
-                              retry=True)
+                              started, retry=True)
 
     def _ingest(self, turn: TurnInput, text: str, holding: Holding | None
                 ) -> tuple[Ingested, Gathering, Gathered]:
@@ -257,7 +280,7 @@ class Engine:
             return ingested, found, gathered
 
     def _complete(self, found: Gathering, message: Item, head: Item, recorded: Found,
-                  on_text: OnText | None, holding: Holding | None, *,
+                  on_text: OnText | None, holding: Holding | None, started: float, *,
                   retry: bool = False) -> TurnResult:
         """Answer ``message`` (after it: what the providers found, ``recorded``): served by a
         provider, or by the model; then run the hooks."""
@@ -272,10 +295,12 @@ class Engine:
                 self, message, branch, on_text, head=head, holding=holding, calls=calls)
         except Exception as err:
             run_hooks(self.hooks, TurnEvent(self.store, found.turn, message, calls=calls,
-                                            error=err), clock=self.clock)
+                                            error=err, elapsed_s=time.perf_counter() - started),
+                      clock=self.clock)
             raise
         run_hooks(self.hooks, TurnEvent(self.store, found.turn, message, calls=calls,
-                                        result=result), clock=self.clock)
+                                        result=result, elapsed_s=time.perf_counter() - started),
+                  clock=self.clock)
         return result
 
     def _serve(self, found: Gathering, message: Item, head: Item, recorded: Found,

@@ -55,6 +55,8 @@ class Settings:
     # the local model's KV snapshots: in memory, and on disk under home/kv (0: no such tier)
     kv_memory_bytes: int = 256 * 2**20
     kv_disk_bytes: int = 2 * 2**30
+    # Prometheus metrics at GET /metrics on serve; None: on when prometheus-client is installed
+    metrics: bool | None = None
 
     @property
     def db_path(self) -> Path:
@@ -107,6 +109,8 @@ class Settings:
         if value := environ.get("THREADLINE_KV_MEMORY_MB"):
             settings = settings.with_(kv_memory_bytes=_megabytes("THREADLINE_KV_MEMORY_MB",
                                                                  value))
+        if value := environ.get("THREADLINE_METRICS"):
+            settings = settings.with_(metrics=_flag(value))
         if value := environ.get("THREADLINE_KV_DISK_MB"):
             settings = settings.with_(kv_disk_bytes=_megabytes("THREADLINE_KV_DISK_MB", value))
         return settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,8 @@ from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
 from threadline.standard import standard_engine
 from threadline.stores import MAIN, Store, open_store
+from threadline.turn.hooks import TurnHook
+from threadline.turn.observe import Observer
 
 
 @dataclass
@@ -65,15 +67,18 @@ class Context:
     def model(self, name: str | None = None) -> ModelBackend:
         return create_model(name or self.settings.model, self.settings)
 
-    def engine(self, model: ModelBackend, *, system: str | None = None) -> Engine:
+    def engine(self, model: ModelBackend, *, system: str | None = None,
+               hooks: Sequence[TurnHook] = (), observer: Observer | None = None) -> Engine:
         """An engine over this store with the standard providers and hooks (recall with the
-        settings' dense choice), compacting on its own where the model has a window."""
+        settings' dense choice), compacting on its own where the model has a window; then
+        ``hooks``, and ``observer`` told what happens beside the turns."""
         settings, store = self.settings, self.store()
         return standard_engine(store, model, system=system or settings.system_prompt,
                                max_message_bytes=settings.max_message_bytes,
                                time_in_context=settings.time_in_context,
                                policy=policy_for(model), corpora=self._corpora,
-                               recall=self.recall() if store.memory is not None else False)
+                               recall=self.recall() if store.memory is not None else False,
+                               hooks=hooks, observer=observer)
 
 
 pass_context = click.make_pass_decorator(Context)

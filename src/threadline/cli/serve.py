@@ -8,11 +8,16 @@ serve refuses to start while there is none. See docs/security.md.
 from __future__ import annotations
 
 import ipaddress
+from typing import TYPE_CHECKING
 
 import click
 
 from threadline.cli._common import Context, model_option, pass_context
 from threadline.errors import InputError
+from threadline.metrics import INSTALL_HINT, available
+
+if TYPE_CHECKING:
+    from threadline.metrics.registry import Metrics
 
 
 @click.command()
@@ -22,9 +27,12 @@ from threadline.errors import InputError
 @click.option("--require-tokens", is_flag=True,
               help="Refuse requests without a valid bearer token on a loopback host too "
                    "(always so on other hosts).")
+@click.option("--metrics/--no-metrics", "metrics_on", default=None,
+              help="Prometheus metrics at GET /metrics. Default: $THREADLINE_METRICS, else on "
+                   "when prometheus-client (the metrics extra) is installed.")
 @model_option()
 @pass_context
-def serve(ctx: Context, host: str, port: int, require_tokens: bool,
+def serve(ctx: Context, host: str, port: int, require_tokens: bool, metrics_on: bool | None,
           model_name: str | None) -> None:
     """Serve conversations over HTTP (OpenAPI spec at /openapi.json, docs at /docs)."""
     try:
@@ -38,11 +46,31 @@ def serve(ctx: Context, host: str, port: int, require_tokens: bool,
     required = require_tokens or not is_loopback(host)
     if required:
         _require_a_token(ctx, host, require_tokens)
-    engine = ctx.engine(ctx.model(model_name))  # a missing model fails before listening
+    metrics = service_metrics(ctx, metrics_on)
+    model = ctx.model(model_name)  # a missing model fails before listening
+    engine = ctx.engine(model) if metrics is None else ctx.engine(
+        model, hooks=[metrics.hook], observer=metrics)
     click.echo(f"threadline serving {ctx.store().path} on http://{host}:{port}"
-               + (" (bearer tokens required)" if required else ""), err=True)
-    uvicorn.run(create_app(engine, require_tokens=required), host=host, port=port,
+               + (" (bearer tokens required)" if required else "")
+               + ("" if metrics is None else " (metrics at /metrics)"), err=True)
+    uvicorn.run(create_app(engine, metrics, require_tokens=required), host=host, port=port,
                 log_level="warning")
+
+
+def service_metrics(ctx: Context, asked: bool | None) -> Metrics | None:
+    """The service's metrics: as asked (the flag, else the setting), else on when the extra
+    is installed; asked for without it, refused before anything listens."""
+    wanted = asked if asked is not None else ctx.settings.metrics
+    if wanted is False or (wanted is None and not available()):
+        return None
+    if not available():
+        raise InputError("metrics need the metrics extra (prometheus-client is missing)",
+                         hint=f"{INSTALL_HINT}, or serve with --no-metrics")
+    from threadline.metrics.registry import Metrics
+
+    metrics = Metrics()
+    metrics.watch_memory(ctx.store())
+    return metrics
 
 
 def is_loopback(host: str) -> bool:

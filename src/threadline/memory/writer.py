@@ -108,13 +108,13 @@ class MemoryWriter:
         return [job.to_json() for job in self._queue.jobs(status)]
 
     def stats(self) -> dict[str, Any]:
-        """What the gate decided over every job, and the model extractor's schema-validity
-        rate (None when no model output was seen)."""
+        """What the gate decided over every job, the jobs by status, and the model
+        extractor's schema-validity rate (None when no model output was seen)."""
         jobs = self.jobs()
         decisions = [d for job in jobs for d in job["decisions"] or []]
         extracted = [d for d in decisions if d["decision"] == "EXTRACT"]
         valid = sum(1 for d in extracted if d["valid"])
-        return {"jobs": len(jobs),
+        return {"jobs": len(jobs), "statuses": dict(Counter(job["status"] for job in jobs)),
                 "decisions": dict(Counter(d["decision"] for d in decisions
                                           if d["decision"] != "EXTRACT")),
                 "model_outputs": len(extracted), "schema_valid": valid,

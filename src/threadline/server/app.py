@@ -5,7 +5,9 @@ One engine serves every request. Each conversation runs one turn at a time under
 (a message that arrives meanwhile queues, is refused with 409 and ``Retry-After``, or cancels
 the running turn, as the request's ``on_busy`` says); the engine's model runs one call at a
 time; reads never wait. Every error is a JSON body ``{"error": {"type",
-"message", "hint"}}`` with the status its kind implies, and changes nothing.
+"message", "hint"}}`` with the status its kind implies, and changes nothing. Given a
+:class:`Metrics` (fed by the same engine), ``GET /metrics`` serves them in the Prometheus text
+format (docs/observability.md).
 
 Who may call what is decided in ``server/access.py``: every route but the public ones takes
 the caller (``CallerDep``) and checks what it names against it before it reads or writes.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -51,6 +53,9 @@ from threadline.stores.base import MAIN, Commit, NewConversation
 from threadline.turn.fork import fork as fork_branch
 from threadline.version import __version__
 
+if TYPE_CHECKING:  # prometheus-client is an extra: only a caller that has it passes Metrics
+    from threadline.metrics.registry import Metrics
+
 # a provider that is overloaded or rate-limiting: the client should come back later
 _STATUS = [(InputError, 400), (Forbidden, 403), (NotFound, 404), (ConflictError, 409),
            (ProviderOverloaded, 503), (ProviderRateLimited, 503), (ModelError, 502),
@@ -85,7 +90,8 @@ class ForkBody(BaseModel):
     name: str | None = None
 
 
-def create_app(engine: Engine, *, require_tokens: bool = False) -> FastAPI:
+def create_app(engine: Engine, metrics: Metrics | None = None, *,
+               require_tokens: bool = False) -> FastAPI:
     """The service over the engine's store; with ``require_tokens``, every request needs a
     bearer token even while none exists (otherwise only once one does)."""
     app = FastAPI(title="threadline", version=__version__,
@@ -193,6 +199,18 @@ def create_app(engine: Engine, *, require_tokens: bool = False) -> FastAPI:
 
     add_chat_completions(app, engine)
     add_memory_routes(app, engine)
+
+    if metrics is not None:
+        exported = metrics
+
+        @app.get("/metrics", include_in_schema=False)
+        def scrape(caller: CallerDep) -> Response:
+            """Prometheus metrics, in the text exposition format: counts across every user,
+            so only for an admin (any caller of an open service is one)."""
+            if not caller.admin:
+                raise Forbidden("metrics cover every user's turns; this token is "
+                                f"{caller.user_id!r}'s", hint="scrape with an admin token")
+            return Response(exported.exposition(), media_type=exported.content_type)
 
     @app.get("/healthz")  # public (access.PUBLIC_PATHS): says nothing about the data
     def health() -> dict[str, str]:

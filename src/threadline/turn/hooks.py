@@ -32,14 +32,16 @@ log = logging.getLogger("threadline.hooks")
 
 class TurnEvent:
     """A turn as committed: its input, its message, every model call it made (in order), and
-    its result, or the error that ended it."""
+    its result, or the error that ended it; ``elapsed_s``: how long the turn took, from the
+    call that began it (waiting for the lease included) to its hooks."""
 
     def __init__(self, store: Store, turn: TurnInput, message: Item, *,
                  calls: Sequence[ModelCall], result: TurnResult | None = None,
-                 error: BaseException | None = None) -> None:
+                 error: BaseException | None = None, elapsed_s: float | None = None) -> None:
         self.store, self.turn, self.message = store, turn, message
         self.calls = tuple(calls)
         self.result, self.error = result, error
+        self.elapsed_s = elapsed_s
         self._items: tuple[Item, ...] | None = None
 
     @property

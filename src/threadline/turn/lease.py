@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from threadline.errors import TurnCancelled, TurnInProgress
 from threadline.items import new_id
 from threadline.stores.base import Lease, LeaseClaim, Store
+from threadline.turn.observe import QUIET, Observer
 
 BUSY_POLICIES = ("queue", "reject", "cancel")
 
@@ -58,12 +59,15 @@ class Holding:
     """One turn's hold on its conversation's lease. ``claim`` goes in the turn's first commit
     (``took`` then starts the heartbeat), ``giving_back`` in its last (then ``gave_back``);
     ``take`` takes it on its own. ``check`` (called between streamed pieces) stops the turn if
-    a newer message asked it to, or if the lease was lost."""
+    a newer message asked it to, or if the lease was lost. Waits, refusals and cancel
+    requests are reported to ``observer``."""
 
     def __init__(self, store: Store, conversation_id: str, policy: LeasePolicy,
-                 clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
+                 clock: Callable[[], float], sleep: Callable[[float], None],
+                 observer: Observer = QUIET) -> None:
         self.store, self.conversation_id, self.holder = store, conversation_id, new_id("lease_")
         self.policy, self.clock, self.sleep = policy, clock, sleep
+        self.observer = observer
         self.held = False  # the lease is ours now
         self.stopped = False  # a cancel was asked for, or the lease was lost
         self.lost = False
@@ -133,17 +137,24 @@ class Holding:
         """Call ``attempt`` until it finds no other holder in the way (None), backing off, and
         doing meanwhile what the policy says: refuse, wait (up to ``wait_s``), or ask the
         running turn to stop once."""
-        asked, pause = False, 0.02
+        asked, pause, since = False, 0.02, None
         while (busy := attempt(now := self.clock())) is not None:
             retry_after = max(1.0, busy.expires_at - now)
             if self.policy.on_busy == "reject":
+                self.observer.lease_refused("busy")
                 raise TurnInProgress(self.conversation_id, retry_after)
             if now - self._started > self.policy.wait_s:
+                self.observer.lease_refused("timeout")
                 raise TurnInProgress(self.conversation_id, retry_after, waited=True)
             if self.policy.on_busy == "cancel" and not asked:
                 asked = self.store.request_cancel(self.conversation_id, now)
+                if asked:
+                    self.observer.cancel_requested()
+            since = now if since is None else since
             self.sleep(pause)
             pause = min(pause * 2, 0.5)
+        if since is not None:
+            self.observer.lease_waited(self.clock() - since)
 
     def _heartbeat(self) -> None:
         while not self._done.wait(self.policy.heartbeat_s):
@@ -167,11 +178,12 @@ class Holding:
 @contextmanager
 def hold(store: Store, conversation_id: str, policy: LeasePolicy, *,
          clock: Callable[[], float] = time.time,
-         sleep: Callable[[float], None] = time.sleep) -> Iterator[Holding]:
+         sleep: Callable[[float], None] = time.sleep,
+         observer: Observer = QUIET) -> Iterator[Holding]:
     """A turn's hold on the conversation's lease, not taken yet: the turn's first commit
     takes it (or ``take`` does), and if another holder has it then, the commit writes nothing
     and the turn waits (``wait``); given back when the block ends."""
-    holding = Holding(store, conversation_id, policy, clock, sleep)
+    holding = Holding(store, conversation_id, policy, clock, sleep, observer)
     try:
         yield holding
     finally:

@@ -27,6 +27,7 @@ from threadline.stores.base import Store, append
 from threadline.turn.commit import commit_reply, record_failure
 from threadline.turn.compactor import Compactor
 from threadline.turn.lease import Holding
+from threadline.turn.observe import Observer
 from threadline.turn.result import TurnResult
 from threadline.turn.tools import (
     Toolbox,
@@ -41,6 +42,7 @@ from threadline.turn.tools import (
 class Responder(Host, Protocol):
     toolbox: Toolbox
     compactor: Compactor | None
+    observer: Observer
 
 
 def respond(engine: Responder, message: Item, branch: str, on_text: OnText | None, *,
@@ -55,7 +57,10 @@ def respond(engine: Responder, message: Item, branch: str, on_text: OnText | Non
     while True:
         request = None
         if engine.compactor is not None:
+            before = head
             head, request = engine.compactor.before_call(engine, head, branch)
+            if head is not before and head.kind is ItemKind.COMPACTION:
+                engine.observer.compacted(head)
         request = request or engine.assembler(head.conversation_id, branch)(
             store.history(head.conversation_id, branch))
         if rounds >= limits.max_rounds or (limits.max_turn_tokens is not None
