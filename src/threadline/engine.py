@@ -28,7 +28,7 @@ from functools import lru_cache, partial
 
 from threadline.calls import ModelCall
 from threadline.errors import InputError, TurnSuperseded
-from threadline.items import Branch, Item, ItemKind, utc_now, validate_text
+from threadline.items import Branch, Item, ItemKind, is_empty_user_message, utc_now, validate_text
 from threadline.models.base import ModelBackend, OnText
 from threadline.plugin import Assemble
 from threadline.render.openai import prompt_cache_key
@@ -147,6 +147,7 @@ class Engine:
                 raise InputError(f"branch {turn.branch!r} of {cid} does not end with an "
                                  "unanswered user message; there is nothing to answer",
                                  hint="send a new message instead")
+            _refuse_empty(message)
             found = Gathering(turn, message.text, self, lambda: items_before(history, message))
             recorded = record_found(self.store, message, turn.branch,
                                     gather(self.providers, found, message), self.clock)
@@ -180,6 +181,7 @@ class Engine:
         if item.kind is not ItemKind.USER:
             raise InputError(f"item {seq} is a {item.kind}; regenerate takes a user message or "
                              "the assistant reply to one")
+        _refuse_empty(item)  # before the fork: nothing to answer, so nothing is forked
         if turn.text is not None:
             raise InputError("regenerate answers the same message again",
                              hint="to change the message, use edit()")
@@ -319,3 +321,10 @@ class Engine:
             calls.append(call)
             return TurnResult(message.conversation_id, found.turn.branch, message, reply, call)
         return None
+
+
+def _refuse_empty(message: Item) -> None:
+    if is_empty_user_message(message):
+        raise InputError(f"user message {message.seq} of {message.conversation_id} is empty "
+                         "(an imported transcript's, kept as it was); there is nothing to answer",
+                         hint=f"send a new message, or edit item {message.seq} to give it text")

@@ -244,6 +244,12 @@ class Item:
         }
 
 
+def is_empty_user_message(item: Item) -> bool:
+    """A user message with no text. Only an import records one (a transcript's empty turn is
+    kept, so the rest of it is not lost); it is no turn to answer, so no request carries it."""
+    return item.kind is ItemKind.USER and not item.content["text"].strip()
+
+
 def chain_items(conversation_id: str, new_items: Iterable[NewItem], *,
                 created_at: datetime, branch: str = "main") -> list[Item]:
     """The items a store would append to an empty branch, built in memory (seq from 1, parent

@@ -31,3 +31,12 @@ def test_threadline_reuses_everything_an_append_only_prefix_can() -> None:
     window = result.policies["sliding-window"]
     assert window.misses == {"history_rewritten": 4}  # turns 5-8 of the long one
     assert ours.cost_usd < window.cost_usd < stamped.cost_usd <= stamped.uncached_cost_usd
+
+
+def test_an_imported_empty_message_is_no_request() -> None:
+    conversation = [NewItem.user(""), NewItem.assistant("Hello! How can I help?"),
+                    *_conversation(3)]
+    result = replay([(None, conversation)], tokenizer=WordTokenizer(),
+                    profile=profile("ideal"), input_price=3.0)
+    ours = result.policies["threadline"]
+    assert ours.requests == 3 and ours.unexplained_misses == 0 and not ours.misses

@@ -114,3 +114,16 @@ def test_the_memo_changes_nothing_but_shares_messages_between_turns() -> None:
     assert second == assemble(HISTORY, system="s")
     shared = [a is b for a, b in zip(first.messages, second.messages, strict=False)]
     assert all(shared[1:2]) and all(shared[4:])  # user and tool messages are reused
+
+
+def test_an_imported_empty_user_message_is_never_sent() -> None:
+    history = _items((ItemKind.USER, {"text": ""}),
+                     (ItemKind.ASSISTANT, {"text": "Hello! How can I help?"}),
+                     (ItemKind.USER, {"text": "Hi."}),
+                     (ItemKind.ASSISTANT, {"text": "Hi!"}),
+                     (ItemKind.USER, {"text": " \n"}))
+    request = assemble(history)
+    assert [(m.role, m.content, m.seq) for m in request.messages] == [
+        ("assistant", "Hello! How can I help?", 2), ("user", "Hi.", 3), ("assistant", "Hi!", 4)]
+    current = request.segment(SegmentKind.CURRENT)
+    assert current is not None and current.messages == ()  # nothing to answer at the head

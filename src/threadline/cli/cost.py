@@ -87,7 +87,7 @@ def profiles_(as_json: bool) -> None:
 @cost.command("replay")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(["sharegpt", "openai-jsonl"]), required=True,
-              help="sharegpt records, or OpenAI messages (one conversation per line).")
+              help="sharegpt records, or OpenAI messages (read as by import: docs/import.md).")
 @click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
               help="Cache profile to bill under.")
 @click.option("--input-price", type=click.FloatRange(min=0), default=3.0, show_default=True,

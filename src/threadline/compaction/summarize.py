@@ -55,6 +55,8 @@ def _summary(items: Sequence[Item], previous: str | None, detail: int) -> str:
     for item in items:
         if item.kind is ItemKind.USER:
             text = item.content["text"].strip()
+            if not text:  # an imported empty message: nothing was said, nor sent
+                continue
             said = text if len(text) <= USER_WHOLE else \
                 _salient(text, limit=None, line_limit=LINE_LIMIT) or _clip(text, USER_WHOLE)
             lines.append(f"- [turn {item.turn}] the user said: {said}")

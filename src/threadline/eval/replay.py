@@ -28,7 +28,7 @@ from threadline.cache.prefix import layout_of
 from threadline.cache.pricing import CacheProfile
 from threadline.cache.tokens import Tokenizer
 from threadline.calls import Rendering, SentRequest
-from threadline.items import Item, ItemKind, NewItem, chain_items
+from threadline.items import Item, ItemKind, NewItem, chain_items, is_empty_user_message
 from threadline.models.scripted import render_chatml
 from threadline.request import Request, Segment, SegmentKind, Stability, TailBlock
 from threadline.sequences import common_prefix_len
@@ -142,8 +142,8 @@ def replay(conversations: Iterable[tuple[str | None, Sequence[NewItem]]], *,
             assemble_for = POLICIES[name](memo)
             previous: tuple[Previous, list[int], int] | None = None
             for end, item in enumerate(items, start=1):
-                if item.kind is not ItemKind.USER:
-                    continue
+                if item.kind is not ItemKind.USER or is_empty_user_message(item):
+                    continue  # no request is made for an imported empty message
                 request = assemble_for(items[:end], item.turn, system)
                 prompt = render_chatml(request)
                 tokens = list(tokenizer.tokenize(prompt))

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from threadline.compaction.view import ContextView, context_view
-from threadline.items import Item, ItemKind
+from threadline.items import Item, ItemKind, is_empty_user_message
 from threadline.request import (
     HistoryMark,
     Message,
@@ -69,7 +69,8 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
     any constraint set or withdrawn since the last compaction). ``memo`` only saves work: the
     request is the same without it."""
     view = context_view(history)
-    shown = list(view.items)
+    # an imported transcript's empty user message stays in the log, but is never sent
+    shown = [item for item in view.items if not is_empty_user_message(item)]
     current: list[Item] = []
     if shown and shown[-1].kind is ItemKind.USER:
         shown, current = shown[:-1], shown[-1:]
