@@ -135,7 +135,7 @@ class SqlReplaySide:
         start = time.perf_counter()
         for sql, params in self.statements:
             if sql.startswith("INSERT INTO items"):  # fresh keys: the next two seqs
-                params = (params[0], seq, *params[2:9], None)
+                params = (params[0], seq, *params[2:9], None, *params[10:])
                 seq += 1
             elif sql.startswith("INSERT INTO model_calls"):
                 params = (f"call_replay_{self.n}", *params[1:])

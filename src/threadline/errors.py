@@ -27,7 +27,8 @@ uses for it. A few live beside the code that raises them, in the module named in
     ├── ConflictError                    exit 5   the branch moved under a turn (version check)
     │   ├── TurnSuperseded
     │   ├── TurnInProgress               another turn holds the conversation
-    │   └── TurnCancelled                a newer message stopped this turn
+    │   ├── TurnCancelled                a newer message stopped this turn
+    │   └── HistoryMismatch              [interop.resent]  a resent history disagrees
     ├── ModelError                       exit 6
     │   ├── ModelUnavailable             the model is missing or unreadable, or no server answered
     │   ├── ContextWindowExceeded
