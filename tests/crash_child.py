@@ -22,6 +22,7 @@ def main() -> None:
                           token_delay_s=0.001 if slow else 0.0)
     # a short lease: the next child must not wait long for the one this kill leaves behind
     engine = Engine(SQLiteStore(db), model, lease=LeasePolicy(ttl_s=0.3, heartbeat_s=0.1))
+    print("READY", flush=True)  # imported and open: the test's timer starts now
     head = engine.store.head(conversation_id)
     if head is not None and head.kind is ItemKind.USER:  # a turn the last crash interrupted
         result = engine.answer(conversation_id)

@@ -36,7 +36,10 @@ def test_sigkill_mid_turn_loses_no_acknowledged_turn(tmp_path: Path) -> None:
         child = subprocess.Popen([sys.executable, str(CHILD), str(db), cid, str(round_)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=env)
-        time.sleep(rng.uniform(0.6, 1.4))  # imports take ~0.3 s; then turns run
+        assert child.stdout is not None
+        ready = child.stdout.readline()  # after its imports, however slow the machine is
+        assert ready == "READY\n", child.communicate(timeout=30)[1]
+        time.sleep(rng.uniform(0.3, 1.1))
         child.send_signal(signal.SIGKILL)
         out, err = child.communicate(timeout=30)
         assert child.returncode == -signal.SIGKILL, err
