@@ -32,6 +32,7 @@ from threadline.items import format_time, new_id
 from threadline.server import guards
 from threadline.server.memory import add_memory_routes
 from threadline.server.openai_compat import add_chat_completions
+from threadline.server.responses import add_responses
 from threadline.server.streams import (
     error_body,
     live_events,
@@ -156,6 +157,7 @@ def create_app(engine: Engine) -> FastAPI:
         return store.call(call_id).to_json(with_request=request)
 
     add_chat_completions(app, engine)
+    add_responses(app, engine)
     add_memory_routes(app, engine)
 
     @app.get("/healthz")

@@ -6,10 +6,11 @@ and records a model call. A commit carries the branch head it was computed again
 head has moved, nothing is written and :class:`~threadline.errors.TurnSuperseded` is raised.
 
 Beside the log, a store may keep long-term memory (``memory``: a
-:class:`~threadline.stores.memory.MemoryBackend`) and retrieval corpora (``corpora``: a
-:class:`~threadline.stores.corpus.CorpusBackend`) in the same database. A store that keeps
-no memory or no corpora says so with None there, and what needs them refuses it with an
-InputError.
+:class:`~threadline.stores.memory.MemoryBackend`), retrieval corpora (``corpora``: a
+:class:`~threadline.stores.corpus.CorpusBackend`) and Responses API response records
+(``responses``: a :class:`~threadline.stores.responses.ResponseBackend`) in the same
+database. A store that keeps none of one says so with None there, and what needs it refuses
+it with an InputError.
 
 ``stores/conformance.py`` states this behaviour as tests any backend can run (with
 ``memory_conformance.py`` and ``corpus_conformance.py`` for what it keeps beside the log).
@@ -26,6 +27,7 @@ from threadline.calls import ModelCall
 from threadline.items import Branch, Conversation, Item, NewItem, format_time
 from threadline.stores.corpus import CorpusBackend
 from threadline.stores.memory import MemoryBackend
+from threadline.stores.responses import ResponseBackend
 
 MAIN = "main"
 
@@ -155,6 +157,11 @@ class Store(Protocol):
     @property
     def corpora(self) -> CorpusBackend | None:
         """Retrieval corpora, kept beside the log (None: this store keeps none)."""
+        ...
+
+    @property
+    def responses(self) -> ResponseBackend | None:
+        """What Responses API response ids name, kept beside the log (None: none kept)."""
         ...
 
     def commit(self, commit: Commit) -> CommitResult: ...
