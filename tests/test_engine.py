@@ -22,6 +22,7 @@ from threadline.request import Request
 from threadline.stores.base import Commit
 from threadline.stores.sqlite import SQLiteStore
 from threadline.stores.verify import verify_conversation
+from threadline.turn.input import TurnInput
 
 
 def _kinds(store: SQLiteStore, cid: str, branch: str = "main") -> list[str]:
@@ -165,6 +166,20 @@ def test_a_reply_is_not_appended_when_the_branch_moved(store: SQLiteStore) -> No
     (call,) = store.calls(cid)
     assert call.status is CallStatus.FAILED and call.error is not None
     assert call.error.startswith("superseded")
+
+
+def test_a_message_that_follows_a_head_is_refused_once_the_head_moved(engine: Engine,
+                                                                     store: SQLiteStore) -> None:
+    first = engine.run_turn("first")
+    cid = first.conversation_id
+    engine.run_turn("meanwhile", conversation_id=cid)
+    with pytest.raises(TurnSuperseded):
+        engine.run_turn(TurnInput("after first", cid, follows=first.reply.seq))
+    assert [i.text for i in store.history(cid)][0::2] == ["first", "meanwhile"]
+    head = store.head(cid)
+    assert head is not None
+    followed = engine.run_turn(TurnInput("after meanwhile", cid, follows=head.seq))
+    assert followed.message.parent_seq == head.seq
 
 
 def test_cancelling_mid_stream_records_the_turn_as_failed(store: SQLiteStore) -> None:

@@ -272,7 +272,8 @@ class Engine:
                                   max_bytes=self.max_message_bytes, conversation_id=cid,
                                   branch=branch, client_msg_id=turn.client_msg_id,
                                   system=self.system, context=[i for _, i in gathered],
-                                  lease=None if holding is None else holding.claim())
+                                  lease=None if holding is None else holding.claim(),
+                                  follows=turn.follows)
             except LeaseTaken:
                 assert holding is not None
                 holding.wait()  # another turn began meanwhile: after it, look again

@@ -19,6 +19,7 @@ uses for it. A few live beside the code that raises them, in the module named in
     │   ├── UnknownCorpus
     │   ├── UnknownMemory                [stores.memory]
     │   ├── UnknownToken                 [stores.tokens]  no bearer token has that id
+    │   ├── UnknownResponse              [stores.responses]  deleted, or never stored
     │   └── UnknownGeneration            [server.app]  no stream has that generation id
     ├── StoreError                       exit 4   the data file or directory is unusable
     │   ├── NotAThreadlineDatabase

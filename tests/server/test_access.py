@@ -67,10 +67,12 @@ class World:
     ann_generation: str
     ann_memory: str
     bob_cid: str
+    ann_response: str
+    ann_response_cid: str  # the conversation Ann's response started
 
     def ann_markers(self) -> list[str]:
         return [ANN_TEXT, ANN_MEMORY, self.ann_cid, self.ann_call, self.ann_generation,
-                self.ann_memory]
+                self.ann_memory, self.ann_response]
 
 
 def _conversation(client: TestClient, secret: str, text: str) -> tuple[str, str]:
@@ -96,8 +98,11 @@ def world(store: Store) -> World:
     memory = MemoryStore(store).add("ann", NewMemory(ANN_MEMORY)).id
     MemoryStore(store).add("bob", NewMemory("Bob has a cat"))
     bob_cid, _ = _conversation(client, bob, BOB_TEXT)
+    response = client.post("/v1/responses", headers=bearer(ann),
+                           json={"model": "scripted", "input": ANN_TEXT + " in a response"})
+    assert response.status_code == 200, response.text
     return World(store, client, admin, ann, bob, revoked, ann_cid, ann_call, generation, memory,
-                 bob_cid)
+                 bob_cid, response.json()["id"], response.headers["X-Threadline-Conversation"])
 
 
 Request = dict[str, Any]  # TestClient.request's keyword arguments: method, url, json
@@ -125,6 +130,13 @@ ROUTES: dict[tuple[str, str], tuple[Callable[[World], Request], int]] = {
         lambda w: {"url": f"/v1/calls/{w.ann_call}", "params": {"request": True}}, 403),
     ("GET", "/v1/generations/{generation_id}/events"): (
         lambda w: {"url": f"/v1/generations/{w.ann_generation}/events"}, 403),
+    ("POST", "/v1/responses"): (
+        lambda w: {"json": {"model": "scripted", "input": "mine now",
+                            "previous_response_id": w.ann_response}}, 403),
+    ("GET", "/v1/responses/{response_id}"): (
+        lambda w: {"url": f"/v1/responses/{w.ann_response}"}, 403),
+    ("DELETE", "/v1/responses/{response_id}"): (
+        lambda w: {"url": f"/v1/responses/{w.ann_response}"}, 403),
     ("POST", "/v1/chat/completions"): (
         lambda w: {"json": {**_CHAT, "metadata": {"conversation_id": w.ann_cid}}}, 403),
     ("GET", "/v1/users/{user_id}/memory"): (
@@ -205,7 +217,8 @@ def test_every_route_serves_the_owner_and_an_admin(world: World, route: tuple[st
     assert 200 <= served.status_code < 300, served.text
     if route == ("GET", "/v1/conversations"):
         listed = {c["id"] for c in served.json()}
-        assert listed == ({world.ann_cid} if who == "ann" else {world.ann_cid, world.bob_cid})
+        anns = {world.ann_cid, world.ann_response_cid}
+        assert listed == (anns if who == "ann" else {*anns, world.bob_cid})
     if route == ("POST", "/v1/conversations"):
         assert served.json()["owner"] == "ann"
 

@@ -76,6 +76,7 @@ def test_no_request_gets_a_server_error_and_refused_ones_change_nothing(
         operation.label for operation in operations}
     for label in ("POST /v1/conversations/{conversation_id}/messages (existing)",
                   "POST /v1/chat/completions",
+                  "POST /v1/responses",
                   "POST /v1/conversations/{conversation_id}/fork (existing)"):
         assert seen[label], f"no request reached {label}"
     store.close()

@@ -1,5 +1,6 @@
-"""A store that keeps the log but no memory or corpora says so (``memory`` and ``corpora`` are
-None), and everything that needs them refuses it with an InputError instead of skipping."""
+"""A store that keeps the log but no memory, corpora or response records says so (``memory``,
+``corpora`` and ``responses`` are None), and everything that needs them refuses it with an
+InputError instead of skipping."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class LogOnly:
 
     memory = None
     corpora = None
+    responses = None
 
     def __init__(self, inner: SQLiteStore) -> None:
         self._inner = inner
@@ -70,3 +72,8 @@ def test_the_cli_and_the_server_decide_by_what_the_store_keeps(log_only: LogOnly
     assert client.get("/v1/users/ann/memory").status_code == 404  # no memory routes
     with_memory = TestClient(create_app(Engine(log_only._inner, ScriptedModel())))
     assert with_memory.get("/v1/users/ann/memory").json() == []
+    refused = client.post("/v1/responses", json={"input": "Hello"})
+    assert refused.status_code == 400
+    assert "LogOnly keeps no response records" in refused.json()["error"]["message"]
+    assert client.get("/v1/responses/resp_1").status_code == 400
+    assert len(log_only.conversations()) == 1  # nothing written

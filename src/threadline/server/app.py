@@ -43,6 +43,7 @@ from threadline.server import access, guards
 from threadline.server.access import CallerDep
 from threadline.server.memory import add_memory_routes
 from threadline.server.openai_compat import add_chat_completions
+from threadline.server.responses import add_responses
 from threadline.server.streams import (
     error_body,
     live_events,
@@ -198,6 +199,7 @@ def create_app(engine: Engine, metrics: Metrics | None = None, *,
         return access.call(caller, store, call_id).to_json(with_request=request)
 
     add_chat_completions(app, engine)
+    add_responses(app, engine)
     add_memory_routes(app, engine)
 
     if metrics is not None:

@@ -30,9 +30,11 @@ def pump(run: Callable[[Callable[[str], None]], TurnResult], *,
          on_text: Callable[[str], None] | None = None,
          on_end: Callable[[TurnResult | BaseException], None] | None = None
          ) -> Iterator[tuple[str, Any]]:
-    """Run a turn in its own thread, which finishes whether or not anyone keeps listening,
-    and yield ``("delta", text)`` for each piece, then ``("done", TurnResult)`` or
-    ``("error", exception)``. ``on_text`` and ``on_end`` run in that thread."""
+    """Start a turn in its own thread, now (not when first iterated: it runs even if the
+    client leaves before the first piece), which finishes whether or not anyone keeps
+    listening; the iterator yields ``("delta", text)`` for each piece, then
+    ``("done", TurnResult)`` or ``("error", exception)``. ``on_text`` and ``on_end`` run in
+    that thread."""
     pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
 
     def each(piece: str) -> None:
@@ -52,6 +54,10 @@ def pump(run: Callable[[Callable[[str], None]], TurnResult], *,
                    ("done", outcome))
 
     threading.Thread(target=work, daemon=True).start()
+    return _drain(pieces)
+
+
+def _drain(pieces: queue.Queue[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
     while True:
         kind, value = pieces.get()
         yield kind, value

@@ -7,10 +7,11 @@ head has moved, nothing is written and :class:`~threadline.errors.TurnSuperseded
 
 Beside the log, a store may keep long-term memory (``memory``: a
 :class:`~threadline.stores.memory.MemoryBackend`), retrieval corpora (``corpora``: a
-:class:`~threadline.stores.corpus.CorpusBackend`) and the HTTP service's bearer tokens
-(``tokens``: a :class:`~threadline.stores.tokens.TokenBackend`) in the same database. A store
-that keeps none of one says so with None there, and what needs it refuses it with an
-InputError.
+:class:`~threadline.stores.corpus.CorpusBackend`), the HTTP service's bearer tokens
+(``tokens``: a :class:`~threadline.stores.tokens.TokenBackend`) and Responses API response
+records (``responses``: a :class:`~threadline.stores.responses.ResponseBackend`) in the same
+database. A store that keeps none of one says so with None there, and what needs it refuses
+it with an InputError.
 
 ``stores/conformance.py`` states this behaviour as tests any backend can run (with
 ``memory_conformance.py``, ``corpus_conformance.py`` and ``tokens_conformance.py`` for what it
@@ -28,6 +29,7 @@ from threadline.calls import ModelCall
 from threadline.items import Branch, Conversation, Item, NewItem, format_time
 from threadline.stores.corpus import CorpusBackend
 from threadline.stores.memory import MemoryBackend
+from threadline.stores.responses import ResponseBackend
 from threadline.stores.tokens import TokenBackend
 
 MAIN = "main"
@@ -175,6 +177,11 @@ class Store(Protocol):
     def tokens(self) -> TokenBackend | None:
         """The HTTP service's bearer tokens, kept beside the log (None: this store keeps
         none, so a service over it cannot require them)."""
+        ...
+
+    @property
+    def responses(self) -> ResponseBackend | None:
+        """What Responses API response ids name, kept beside the log (None: none kept)."""
         ...
 
     def commit(self, commit: Commit) -> CommitResult: ...

@@ -5,7 +5,8 @@ the SQL both databases understand (``?`` placeholders; the PostgreSQL store rewr
 backend supplies only how to open a transaction or a read, which column orders calls, how a
 conversation is locked for a commit, which constraint an integrity error broke, and its
 full-text search (``stores/fulltext.py``) for the memory and corpora it keeps beside the log
-(``memory_sql.py``, ``corpus_sql.py``, reached through ``memory`` and ``corpora``).
+(``memory_sql.py``, ``corpus_sql.py``, reached through ``memory`` and ``corpora``), and the
+Responses API records (``responses_sql.py``, through ``responses``).
 
 A commit locks its conversation first (SQLite's ``BEGIN IMMEDIATE`` already holds the whole
 database; PostgreSQL takes the conversation row ``FOR UPDATE``), so the version check and the
@@ -56,6 +57,8 @@ from threadline.stores.corpus_sql import SQLCorpora
 from threadline.stores.fulltext import FullText
 from threadline.stores.memory import MemoryBackend
 from threadline.stores.memory_sql import SQLMemory
+from threadline.stores.responses import ResponseBackend
+from threadline.stores.responses_sql import SQLResponses
 from threadline.stores.rows import (
     CONVERSATION_COLUMNS,
     call_from_row,
@@ -109,6 +112,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         self._memory = SQLMemory(self._database, self.FULL_TEXT)
         self._corpora: SQLCorpora | None = None
         self._tokens = SQLTokens(self._database)
+        self._responses = SQLResponses(self._database)
 
     # -- the tables kept beside the log ----------------------------------------------------
 
@@ -126,6 +130,10 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
     @property
     def tokens(self) -> TokenBackend:
         return self._tokens
+
+    @property
+    def responses(self) -> ResponseBackend:
+        return self._responses
 
     def _prepare_corpora(self) -> None:
         """Whatever the corpus tables need before first use, beyond the migrations."""

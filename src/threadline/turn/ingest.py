@@ -56,10 +56,12 @@ def retried(store: Store, text: str, *, conversation_id: str | None, branch: str
 def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes: int,
            conversation_id: str | None = None, branch: str = "main",
            client_msg_id: str | None = None, system: str | None = None,
-           context: Sequence[NewItem] = (), lease: LeaseClaim | None = None) -> Ingested:
+           context: Sequence[NewItem] = (), lease: LeaseClaim | None = None,
+           follows: int | None = None) -> Ingested:
     """Append the user's message (and after it, in the same commit, ``context``: what the
     turn's providers found), taking the conversation's lease in that commit with ``lease``
-    (:class:`~threadline.stores.base.LeaseTaken` if another holder has it: nothing written)."""
+    (:class:`~threadline.stores.base.LeaseTaken` if another holder has it: nothing written).
+    With ``follows``, only while the branch's head is that item (else TurnSuperseded)."""
     text = validate_text(text, max_bytes=max_bytes)
     seen = retried(store, text, conversation_id=conversation_id, branch=branch,
                    client_msg_id=client_msg_id)
@@ -74,12 +76,13 @@ def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes:
         return Ingested(conversation_id, "main", result.items[0], created=True,
                         context=tuple(result.items[1:]))
     try:
-        # a new message depends on nothing already in the branch: it goes after whatever the
-        # head is when the transaction runs, so concurrent senders queue rather than conflict
+        # a new message depends on nothing already in the branch (unless the caller says what
+        # it follows): it goes after whatever the head is when the transaction runs, so
+        # concurrent senders queue rather than conflict
         result = store.commit(Commit(
             conversation_id=conversation_id, created_at=clock(), branch=branch,
-            check_head=False, items=[NewItem.user(text, client_msg_id=client_msg_id), *context],
-            take_lease=lease))
+            check_head=follows is not None, expected_head=follows,
+            items=[NewItem.user(text, client_msg_id=client_msg_id), *context], take_lease=lease))
     except ClientMessageConflict:
         if client_msg_id is None:
             raise

@@ -29,7 +29,9 @@ class TurnInput:
     what to do while another turn holds the conversation. ``user_id`` names whom the turn is
     for: their memories are recalled and the message is queued for the memory writer, so an
     engine without memory refuses it. ``options`` are the per-turn options of the engine's
-    context providers, one value per provider option type.
+    context providers, one value per provider option type. ``follows``, where set, is the
+    seq the branch's newest item must still be when the message is appended (else
+    TurnSuperseded, and nothing is written): for a caller that chose the branch by its head.
     """
 
     text: str | None = None
@@ -39,6 +41,7 @@ class TurnInput:
     on_busy: str | None = None
     user_id: str | None = None
     options: tuple[object, ...] = ()
+    follows: int | None = None
 
     def __post_init__(self) -> None:
         kinds = [type(option) for option in self.options]
