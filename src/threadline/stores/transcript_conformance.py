@@ -4,13 +4,11 @@ tests any backend runs: mix :class:`TranscriptConformance` into a test class tha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-
-import pytest
 
 from threadline.items import NewItem, new_id, transcript_hash, transcript_root
 from threadline.stores.base import MAIN, Commit, NewBranch, NewConversation, Store
+from threadline.stores.conformance import OpensStore
 
 _T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -24,20 +22,14 @@ def _chain(system: str | None, *messages: tuple[str, str]) -> list[str]:
 
 
 def _create(store: Store, *items: NewItem, system: str | None = None,
-            owner: str | None = None) -> str:
-    cid = new_id("c_")
+            owner: str | None = None, cid: str | None = None) -> str:
+    cid = cid or new_id("c_")
     store.commit(Commit(conversation_id=cid, created_at=_T0, expected_head=None,
                         create=NewConversation(cid, system=system, owner=owner), items=items))
     return cid
 
 
-class TranscriptConformance:
-    @pytest.fixture
-    def store(self, make_store: Callable[[], Store]) -> Iterator[Store]:
-        handle = make_store()
-        yield handle
-        handle.close()
-
+class TranscriptConformance(OpensStore):
     def test_messages_chain_over_the_system_prompt_and_what_was_said(self,
                                                                      store: Store) -> None:
         cid = _create(store, NewItem.user("hi"), NewItem.note("not a message"),
@@ -77,9 +69,10 @@ class TranscriptConformance:
         assert store.matching_messages([]) == []
 
     def test_matching_keeps_to_one_owner_and_newest_first(self, store: Store) -> None:
-        ann = _create(store, NewItem.user("hello"), owner="ann")
-        nobody = _create(store, NewItem.user("hello"))
-        bob = _create(store, NewItem.user("hello"), owner="bob")
+        # ids in time order, as new_id makes them across milliseconds (within one, at random)
+        ann = _create(store, NewItem.user("hello"), owner="ann", cid="c_1")
+        nobody = _create(store, NewItem.user("hello"), cid="c_2")
+        bob = _create(store, NewItem.user("hello"), owner="bob", cid="c_3")
         digest = _chain(None, ("user", "hello"))
         assert [m.conversation_id for m in store.matching_messages(digest)] == [bob, nobody,
                                                                                  ann]
