@@ -75,14 +75,19 @@ def _call(conversation_id: str, head_seq: int, messages: list[dict[str, Any]], *
         started_at=_T0, error=None if status is CallStatus.OK else "boom")
 
 
-class StoreConformance:
-    """The behaviour every Store backend must show."""
+class OpensStore:
+    """The ``store`` fixture every conformance suite shares: a handle from ``make_store``,
+    closed after the test."""
 
     @pytest.fixture
     def store(self, make_store: MakeStore) -> Iterator[Store]:
         store = make_store()
         yield store
         store.close()
+
+
+class StoreConformance(OpensStore):
+    """The behaviour every Store backend must show."""
 
     # -- conversations and items ---------------------------------------------------------
 

@@ -12,7 +12,6 @@ saved answers' keys are tested with ``threadline.retrieval``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -20,7 +19,7 @@ import pytest
 from threadline.errors import UnknownCorpus
 from threadline.items import format_time
 from threadline.stores.base import Store
-from threadline.stores.conformance import MakeStore
+from threadline.stores.conformance import OpensStore
 from threadline.stores.corpus import (
     CorpusBackend,
     CorpusInfo,
@@ -49,14 +48,8 @@ def _answer(corpus: str, text: str, *, query: str = "q", anchors: str = "[]",
                      _T0)
 
 
-class CorpusConformance:
+class CorpusConformance(OpensStore):
     """The behaviour every store that keeps corpora must show."""
-
-    @pytest.fixture
-    def store(self, make_store: MakeStore) -> Iterator[Store]:
-        store = make_store()
-        yield store
-        store.close()
 
     @pytest.fixture
     def corpora(self, store: Store) -> CorpusBackend:

@@ -13,7 +13,6 @@ and how recall scores one are tested with ``threadline.memory``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -22,7 +21,7 @@ import pytest
 from threadline.errors import InputError
 from threadline.items import ItemKind, NewItem, new_id
 from threadline.stores.base import Commit, NewConversation, Store
-from threadline.stores.conformance import MakeStore
+from threadline.stores.conformance import MakeStore, OpensStore
 from threadline.stores.memory import (
     JobClaim,
     MemoryBackend,
@@ -55,14 +54,8 @@ def _ids(entries: list[MemoryEntry]) -> list[str]:
     return [e.id for e in entries]
 
 
-class MemoryConformance:
+class MemoryConformance(OpensStore):
     """The behaviour every store that keeps memory must show."""
-
-    @pytest.fixture
-    def store(self, make_store: MakeStore) -> Iterator[Store]:
-        store = make_store()
-        yield store
-        store.close()
 
     @pytest.fixture
     def memory(self, store: Store) -> MemoryBackend:

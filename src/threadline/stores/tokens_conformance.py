@@ -9,14 +9,13 @@ Mix :class:`TokenConformance` into a store's conformance test class (it uses the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from threadline.errors import InputError
 from threadline.stores.base import Store
-from threadline.stores.conformance import MakeStore
+from threadline.stores.conformance import MakeStore, OpensStore
 from threadline.stores.tokens import (
     SECRET_PREFIX,
     ApiToken,
@@ -36,14 +35,8 @@ def _user(backend: TokenBackend, user_id: str, *, at: datetime = _T0,
     return issue(backend, role=TokenRole.USER, user_id=user_id, name=name, at=at)
 
 
-class TokenConformance:
+class TokenConformance(OpensStore):
     """The behaviour every store that keeps tokens must show."""
-
-    @pytest.fixture
-    def store(self, make_store: MakeStore) -> Iterator[Store]:
-        store = make_store()
-        yield store
-        store.close()
 
     @pytest.fixture
     def tokens(self, store: Store) -> TokenBackend:
