@@ -14,7 +14,9 @@ What is measured
     ``--clients`` client threads each own one conversation and send ``--turns`` messages one
     after another; the two servers are measured in alternating rounds of ``--round`` turns per
     client so drift hits both. Reported per store: turns/s, p50 and p99 latency per turn, the
-    throughput ratio (threadline ÷ bare) and the latency threadline adds at p50 and p99.
+    throughput ratio (threadline ÷ bare), the latency threadline adds at p50 and p99, and each
+    server process's CPU time per turn (user + system, from /proc), which the clients and
+    other work on the machine do not blur.
 
     .venv/bin/python bench/load.py
     .venv/bin/python bench/load.py --quick --json
@@ -172,6 +174,13 @@ def drive(base: str, conversations: list[str], turns: int, offset: int) -> list[
     return latencies
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux): less noisy than wall time
+    on a shared machine, and it counts only the server, not the clients."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(store: str, where: dict[str, str], clients: int, turns: int,
             round_size: int) -> dict[str, Any]:
     servers = {kind: start(kind, store, where[kind]) for kind in ("threadline", "bare")}
@@ -183,13 +192,15 @@ def measure(store: str, where: dict[str, str], clients: int, turns: int,
             drive(base, conversations[kind], 3, -3)
         latencies: dict[str, list[float]] = {"threadline": [], "bare": []}
         seconds = {"threadline": 0.0, "bare": 0.0}
+        cpu = {"threadline": 0.0, "bare": 0.0}
         for n, offset in enumerate(range(0, turns, round_size)):
             order = ["threadline", "bare"] if n % 2 == 0 else ["bare", "threadline"]
             for kind in order:
-                began = time.perf_counter()
+                began, used = time.perf_counter(), cpu_seconds(servers[kind][0].pid)
                 latencies[kind] += drive(servers[kind][1], conversations[kind],
                                          min(round_size, turns - offset), offset)
                 seconds[kind] += time.perf_counter() - began
+                cpu[kind] += cpu_seconds(servers[kind][0].pid) - used
     finally:
         for process, _ in servers.values():
             process.terminate()
@@ -199,11 +210,13 @@ def measure(store: str, where: dict[str, str], clients: int, turns: int,
         ordered = sorted(latencies[kind])
         result[kind] = {"turns_per_s": round(len(ordered) / seconds[kind], 1),
                         "p50_ms": round(statistics.median(ordered), 2),
-                        "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))], 2)}
+                        "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))], 2),
+                        "server_cpu_ms_per_turn": round(1000 * cpu[kind] / len(ordered), 3)}
     t, b = result["threadline"], result["bare"]
     result["throughput_ratio"] = round(t["turns_per_s"] / b["turns_per_s"], 2)
     result["added_p50_ms"] = round(t["p50_ms"] - b["p50_ms"], 2)
     result["added_p99_ms"] = round(t["p99_ms"] - b["p99_ms"], 2)
+    result["cpu_ratio"] = round(t["server_cpu_ms_per_turn"] / b["server_cpu_ms_per_turn"], 2)
     return result
 
 
@@ -242,14 +255,16 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"{'store':10} {'server':11} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'store':10} {'server':11} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'server CPU ms/turn':>19}")
     for store, found in report["stores"].items():
         for kind in ("threadline", "bare"):
             row = found[kind]
             print(f"{store:10} {kind:11} {row['turns_per_s']:8.1f} {row['p50_ms']:8.2f} "
-                  f"{row['p99_ms']:8.2f}")
+                  f"{row['p99_ms']:8.2f} {row['server_cpu_ms_per_turn']:19.3f}")
         print(f"{store:10} threadline/bare throughput {found['throughput_ratio']:.2f}, adds "
-              f"{found['added_p50_ms']:.2f} ms at p50 and {found['added_p99_ms']:.2f} ms at p99")
+              f"{found['added_p50_ms']:.2f} ms at p50 and {found['added_p99_ms']:.2f} ms at p99; "
+              f"server CPU per turn {found['cpu_ratio']:.2f}x the bare handler's")
 
 
 def with_postgres(args: argparse.Namespace, store: str) -> dict[str, Any]:
