@@ -190,7 +190,7 @@ def refusal(err: Unauthorized) -> JSONResponse:
 _bearer = HTTPBearer(auto_error=False, description="A token from `threadline tokens create`.")
 
 
-def current_caller(request: Request,
+async def current_caller(request: Request,
                    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
                    ) -> Caller:
     """The caller the guard found (the bearer dependency only declares the scheme in the
