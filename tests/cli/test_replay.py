@@ -84,10 +84,12 @@ def test_replay_with_a_model_compares_the_answers(tl: Invoke, tmp_path: Path) ->
     assert tl("replay", cid, "--model", "scripted").out.splitlines()[0].split()[-1] == "ANSWER"
 
 
-def test_an_unknown_id_exits_3_and_changes_nothing(tl: Invoke, tmp_path: Path,
-                                                   home: Path) -> None:
-    _conversation(tl, tmp_path)
+def test_an_unknown_id_exits_3_and_a_replay_changes_nothing(tl: Invoke, tmp_path: Path,
+                                                            home: Path) -> None:
+    cid, _ = _conversation(tl, tmp_path)
     before = snapshot(home)
+    assert tl("replay", cid, "--model", "scripted").code == 0
+    assert snapshot(home) == before
     for target in ("call_nope", "c_nope"):
         run = tl("replay", target)
         assert run.code == 3
