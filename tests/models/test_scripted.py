@@ -3,7 +3,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from threadline.models.scripted import TOKEN_PATTERN, ScriptedModel, render_chatml, scripted_tokens
+from threadline.models.scripted import (
+    TOKEN_PATTERN,
+    ScriptedModel,
+    render_chatml,
+    scripted_rendering,
+    scripted_tokens,
+)
 from threadline.request import Message, Request, Segment, SegmentKind, Stability
 
 
@@ -41,3 +47,19 @@ def test_message_by_message_tokens_equal_whole_prompt_tokens(texts: list[str]) -
     request = _request(*texts)
     completion = model.complete(request)
     assert completion.usage.prompt_tokens == len(TOKEN_PATTERN.findall(render_chatml(request)))
+
+
+@given(st.lists(st.lists(st.text(max_size=30), min_size=1, max_size=5), min_size=1,
+                max_size=4))
+def test_the_rendering_built_from_nothing_is_the_one_the_model_records(
+        turns: list[list[str]]) -> None:
+    model = ScriptedModel(["ok"] * len(turns))  # renders each on the previous one's parts
+    history: list[str] = []
+    for texts in turns:
+        history += texts
+        request = _request(*history)
+        sent = model.complete(request).sent.rendering
+        assert sent is not None
+        fresh = scripted_rendering(request.messages)
+        assert (fresh.prompt, fresh.tokens, fresh.per_message) == (sent.prompt, sent.tokens, True)
+        assert [p.bytes_end for p in fresh.parts] == [p.bytes_end for p in sent.parts]

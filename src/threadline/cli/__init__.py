@@ -29,8 +29,10 @@ from threadline.cli.deprecated import register as register_deprecated
 from threadline.cli.evaluate import eval_
 from threadline.cli.importer import import_
 from threadline.cli.memory import memory
+from threadline.cli.replay import replay_
 from threadline.cli.rewrite import rewrite
 from threadline.cli.serve import serve
+from threadline.cli.stats import stats
 from threadline.cli.tokens import tokens
 from threadline.errors import ThreadlineError
 from threadline.settings import Settings
@@ -67,7 +69,7 @@ def cli(ctx: click.Context, home: Path | None, database_url: str | None) -> None
 
 
 for command in (chat, conversations, calls, constraints, state, corpus, memory, cost, cache,
-                rewrite, import_, serve, tokens, db, eval_):
+                replay_, stats, rewrite, import_, serve, tokens, db, eval_):
     cli.add_command(command)
 register_deprecated(cli)
 

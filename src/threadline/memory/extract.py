@@ -157,14 +157,19 @@ class ModelExtraction:
     valid: bool
 
 
+def facts_request(text: str) -> Request:
+    """The request that asks the model for the facts in a user message's ``text``."""
+    return Request(tools=(), segments=(
+        Segment(SegmentKind.SYSTEM, Stability.DEPLOY, (Message("system", PROMPT),),
+                cache_point=True),
+        Segment(SegmentKind.CURRENT, Stability.TURN, (Message("user", text),))))
+
+
 def model_candidates(store: Store, model: ModelBackend, item: Item, *, max_bytes: int,
                      clock: Callable[[], datetime]) -> ModelExtraction:
     """Ask ``model`` for the facts in the user message ``item``; the call is recorded in the
     item's conversation as a side call (``purpose="memory"``)."""
-    request = Request(tools=(), segments=(
-        Segment(SegmentKind.SYSTEM, Stability.DEPLOY, (Message("system", PROMPT),),
-                cache_point=True),
-        Segment(SegmentKind.CURRENT, Stability.TURN, (Message("user", item.text),))))
+    request = facts_request(item.text)
     outcome = call_model(model, request, clock=clock)
     text = outcome.completion.text if outcome.completion is not None else ""
     facts, problem = parse(text) if outcome.error is None else \

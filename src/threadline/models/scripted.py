@@ -12,7 +12,7 @@ import hashlib
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -45,6 +45,17 @@ def _render(message: Message) -> str:
 def render_chatml(request: Request) -> str:
     """A ChatML rendering, so the scripted prompt grows the way a real template's does."""
     return "".join(_render(m) for m in request.messages) + _GENERATION_PROMPT
+
+
+def _piece(text: str) -> tuple[str, tuple[int, ...]]:
+    return text, tuple(map(token_id, scripted_tokens(text)))
+
+
+def scripted_rendering(messages: Sequence[Message]) -> Rendering:
+    """The rendering :class:`ScriptedModel` records for ``messages``, built from nothing: a
+    part per message, then the generation prompt (what ``threadline replay`` compares)."""
+    return Rendering.extend((), [*map(_piece, map(_render, messages)),
+                                 _piece(_GENERATION_PROMPT)], per_message=True)
 
 
 @dataclass(frozen=True)
@@ -133,13 +144,10 @@ class ScriptedModel:
         prompt."""
         previous, parts = self._rendered
         keep = common_prefix_len(previous, messages)
-        pieces = [(text, tuple(map(token_id, scripted_tokens(text))))
-                  for text in map(_render, messages[keep:])]
-        rendering = Rendering.extend(parts[:keep], pieces)
+        rendering = Rendering.extend(parts[:keep], map(_piece, map(_render, messages[keep:])))
         self._rendered = (messages, rendering.parts)
-        generation = (_GENERATION_PROMPT, tuple(map(token_id, scripted_tokens(
-            _GENERATION_PROMPT))))
-        return Rendering.extend(rendering.parts, [generation], per_message=True)
+        return Rendering.extend(rendering.parts, [_piece(_GENERATION_PROMPT)],
+                                per_message=True)
 
     def _cached(self, rendering: Rendering) -> int:
         """Prompt tokens the previous call left in the "KV cache" (its prompt and reply), as
