@@ -20,7 +20,7 @@ from typing import Any
 from threadline.cache.pricing import CacheProfile
 from threadline.cache.report import CallReuse, reuse_of
 from threadline.calls import ModelCall, SentRequest
-from threadline.items import Item, ItemKind, canonical_json
+from threadline.items import Branch, Item, ItemKind, canonical_json
 from threadline.stores.audit import AuditBackend
 from threadline.stores.base import Store
 from threadline.stores.memory import MemoryEntry, MemoryJob
@@ -80,9 +80,10 @@ def conversation_rows(store: Store, audit: AuditBackend, conversation_id: str,
     by_turn: dict[tuple[str, int], list[ModelCall]] = defaultdict(list)
     for call in calls:
         by_turn[(call.branch, call.turn)].append(call)
-    for branch in store.branches(conversation_id):
+    branches = store.branches(conversation_id)
+    for branch in branches:
         groups: dict[int, list[Item]] = defaultdict(list)
-        for item in store.history(conversation_id, branch.name):
+        for item in _history(items, branches, branch.name):
             groups[item.turn].append(item)
         for turn in sorted(set(groups) | {t for b, t in by_turn if b == branch.name}):
             row = _turn_row(conversation_id, branch.name, turn, groups.get(turn, []),
@@ -101,6 +102,20 @@ def conversation_rows(store: Store, audit: AuditBackend, conversation_id: str,
         source = by_seq.get(job.seq)
         if source is not None and within(source.created_at):
             into.memory_writes.extend(_memory_rows(job, source, entries))
+
+
+def _history(items: Sequence[Item], branches: Sequence[Branch], name: str) -> list[Item]:
+    """``Store.history`` of the branch, from the conversation's items already read: the
+    branch's own, then each ancestor's up to where its child forked."""
+    spec = {b.name: b for b in branches}
+    limits: dict[str, float] = {}
+    current: str | None = name
+    limit = float("inf")
+    while current is not None:
+        limits[current] = limit
+        branch = spec[current]
+        current, limit = branch.parent, float(branch.fork_seq or 0)
+    return [i for i in items if i.seq <= limits.get(i.branch, -1)]
 
 
 def sort(rows: DayRows) -> None:

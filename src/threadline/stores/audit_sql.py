@@ -1,9 +1,10 @@
 """The audit export's reads over SQL, shared by the SQLite and PostgreSQL stores, like the log
 in ``stores/relational.py``.
 
-Requests are decoded in call order with the last few kept whole: each call's delta is applied
-to its base's decoded request instead of walking the chain back to its root, so reading every
-request of a conversation costs the requests' size, not the square of the chain's length.
+Requests are decoded in call order with the last few kept whole: each call's delta
+(``stores/delta.py``) is applied to its base's decoded fields instead of walking the chain back
+to its root, so reading every request of a conversation costs the requests' size, not the
+square of the chain's length.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from threadline.calls import SentRequest
+from threadline.calls import Rendering, SentRequest
+from threadline.errors import StoreError
 from threadline.items import Item, format_time
-from threadline.stores import delta
 from threadline.stores.rows import item_from_row, stored_time
 from threadline.stores.sessions import Database
 
 _ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
                  "created_at, client_msg_id")
 _KEEP_DECODED = 8  # a call's base is almost always one of the few calls just before it
+_FIELDS = ("messages", "prompt", "tokens")  # as stores/delta.py encodes them
 
 
 class SQLAudit:
@@ -61,42 +63,49 @@ class SQLAudit:
             rows = db.all(f"SELECT id, base_call_id, request_delta FROM model_calls WHERE "
                           f"conversation_id = ? ORDER BY {self._order}", (conversation_id,))
         deltas: dict[str, tuple[str | None, dict[str, Any]]] = {}
-        decoded: OrderedDict[str, SentRequest] = OrderedDict()
+        decoded: OrderedDict[str, dict[str, Any]] = OrderedDict()
         out: dict[str, SentRequest] = {}
         last = max((i for i, row in enumerate(rows) if row[0] in wanted), default=-1)
         for call_id, base, text in rows[: last + 1]:
             deltas[call_id] = (base, json.loads(text))
-            if call_id not in wanted:
-                continue
-            request = _decode(call_id, deltas, decoded)
-            out[call_id] = request
-            decoded[call_id] = request
-            while len(decoded) > _KEEP_DECODED:
-                decoded.popitem(last=False)
+            if call_id in wanted:
+                fields = _fields(call_id, deltas, decoded)
+                prompt, tokens = fields["prompt"], fields["tokens"]
+                out[call_id] = SentRequest(
+                    model=fields["model"], params=fields["params"],
+                    messages=tuple(fields["messages"] or ()),
+                    rendering=None if prompt is None else Rendering.of(prompt, tokens))
         return out
 
 
-def _decode(call_id: str, deltas: dict[str, tuple[str | None, dict[str, Any]]],
-            decoded: OrderedDict[str, SentRequest]) -> SentRequest:
-    """The call's request: its delta, then its bases' back to one decoded already (as a delta
-    that keeps nothing and adds all of it) or to the chain's root."""
-    chain: list[dict[str, Any]] = []
+def _fields(call_id: str, deltas: dict[str, tuple[str | None, dict[str, Any]]],
+            decoded: OrderedDict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The call's request fields, whole: its delta applied to its base's fields, the base's
+    to theirs, back to fields decoded already or to the chain's root (each kept a while, as
+    the next call's base is usually among the last few)."""
+    chain: list[str] = []
     current: str | None = call_id
-    while current is not None:
-        known = decoded.get(current)
-        if known is not None:
-            chain.append(_whole(known))
-            break
-        base, part = deltas[current]
-        chain.append(part)
-        current = base
-    return delta.decode(chain)
+    while current is not None and current not in decoded:
+        chain.append(current)
+        current = deltas[current][0]
+    whole = None if current is None else decoded[current]
+    for step in reversed(chain):
+        part = deltas[step][1]
+        whole = {"model": part["model"], "params": part["params"],
+                 **{name: _apply(None if whole is None else whole[name], part[name])
+                    for name in _FIELDS}}
+        decoded[step] = whole
+        while len(decoded) > _KEEP_DECODED:
+            decoded.popitem(last=False)
+    assert whole is not None
+    return whole
 
 
-def _whole(request: SentRequest) -> dict[str, Any]:
-    rendering = request.rendering
-    tokens = None if rendering is None else rendering.tokens
-    return {"model": request.model, "params": dict(request.params),
-            "messages": {"keep": 0, "tail": list(request.messages)},
-            "prompt": None if rendering is None else {"keep": 0, "tail": rendering.prompt},
-            "tokens": None if tokens is None else {"keep": 0, "tail": list(tokens)}}
+def _apply(base: Any, part: dict[str, Any] | None) -> Any:
+    if part is None:
+        return None
+    keep, tail = part["keep"], part["tail"]
+    if keep and (base is None or len(base) < keep):
+        raise StoreError("a stored request refers to a base request that is missing; the "
+                         "call log is damaged")
+    return tail if not keep else base[:keep] + tail
