@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from threadline.cli._common import Context
+from threadline.cli.audit import audit
 from threadline.cli.cache import cache
 from threadline.cli.calls import calls
 from threadline.cli.chat import chat
@@ -69,7 +70,7 @@ def cli(ctx: click.Context, home: Path | None, database_url: str | None) -> None
 
 
 for command in (chat, conversations, calls, constraints, state, corpus, memory, cost, cache,
-                replay_, stats, rewrite, import_, serve, tokens, db, eval_):
+                replay_, stats, rewrite, import_, serve, tokens, db, eval_, audit):
     cli.add_command(command)
 register_deprecated(cli)
 

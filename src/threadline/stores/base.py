@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from threadline.calls import ModelCall
 from threadline.items import Branch, Conversation, Item, NewItem, format_time
+from threadline.stores.audit import AuditBackend
 from threadline.stores.corpus import CorpusBackend
 from threadline.stores.memory import MemoryBackend
 from threadline.stores.responses import ResponseBackend
@@ -182,6 +183,11 @@ class Store(Protocol):
     @property
     def responses(self) -> ResponseBackend | None:
         """What Responses API response ids name, kept beside the log (None: none kept)."""
+        ...
+
+    @property
+    def audit(self) -> AuditBackend | None:
+        """The log read by time, for audit exports (None: this store cannot be exported)."""
         ...
 
     def commit(self, commit: Commit) -> CommitResult: ...

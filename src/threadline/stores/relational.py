@@ -45,6 +45,8 @@ from threadline.items import (
     transcript_after,
 )
 from threadline.stores import delta
+from threadline.stores.audit import AuditBackend
+from threadline.stores.audit_sql import SQLAudit
 from threadline.stores.base import (
     MAIN,
     Commit,
@@ -113,6 +115,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         self._corpora: SQLCorpora | None = None
         self._tokens = SQLTokens(self._database)
         self._responses = SQLResponses(self._database)
+        self._audit = SQLAudit(self._database, self.CALL_ORDER)
 
     # -- the tables kept beside the log ----------------------------------------------------
 
@@ -134,6 +137,10 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
     @property
     def responses(self) -> ResponseBackend:
         return self._responses
+
+    @property
+    def audit(self) -> AuditBackend:
+        return self._audit
 
     def _prepare_corpora(self) -> None:
         """Whatever the corpus tables need before first use, beyond the migrations."""

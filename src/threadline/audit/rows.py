@@ -1,0 +1,250 @@
+"""The audit rows of one conversation for one UTC day, read from the log.
+
+A turn is a (branch, turn number) that the branch answered itself: its user message, what the
+context providers found for it (the rewritten query, the passages retrieved, the memories
+recalled), the reply, and every call it made, summed, priced under a cache profile
+(``cache/report.py``), with the prefix report of its first call. A regenerate's turn is on its
+fork, with the user message the fork grew from. A turn belongs to the day it started; a call
+to the day it started; a compaction and a memory write to the day of their item.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from threadline.cache.pricing import CacheProfile
+from threadline.cache.report import CallReuse, reuse_of
+from threadline.calls import ModelCall, SentRequest
+from threadline.items import Branch, Item, ItemKind, canonical_json
+from threadline.stores.audit import AuditBackend
+from threadline.stores.base import Store
+from threadline.stores.memory import MemoryEntry, MemoryJob
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Pricing:
+    profile: CacheProfile
+    input_price: float  # USD per million input tokens
+
+
+@dataclass
+class DayRows:
+    """One day's rows, each table in its final order once ``sort`` has run."""
+
+    turns: list[Row] = field(default_factory=list)
+    calls: list[Row] = field(default_factory=list)
+    requests: dict[str, Row] = field(default_factory=dict)  # by sha256, first use first
+    compactions: list[Row] = field(default_factory=list)
+    memory_writes: list[Row] = field(default_factory=list)
+
+    def tables(self) -> dict[str, list[Row]]:
+        return {"turns": self.turns, "calls": self.calls,
+                "requests": list(self.requests.values()), "compactions": self.compactions,
+                "memory_writes": self.memory_writes}
+
+
+class Entries:
+    """Memory entries by user, read once per user, for a write's provenance."""
+
+    def __init__(self, store: Store) -> None:
+        self._store, self._by_user = store, dict[str, dict[str, MemoryEntry]]()
+
+    def get(self, user_id: str, entry_id: str) -> MemoryEntry | None:
+        found = self._by_user.get(user_id)
+        if found is None:
+            memory = self._store.memory
+            entries = [] if memory is None else memory.entries(user_id)
+            found = self._by_user[user_id] = {e.id: e for e in entries}
+        return found.get(entry_id)
+
+
+def conversation_rows(store: Store, audit: AuditBackend, conversation_id: str,
+                      start: datetime, end: datetime, pricing: Pricing,
+                      jobs: Sequence[MemoryJob], entries: Entries, into: DayRows) -> None:
+    """Add the conversation's rows for [start, end) to ``into``."""
+    def within(moment: datetime) -> bool:
+        return start <= moment < end
+
+    items = audit.items(conversation_id)
+    by_seq = {item.seq: item for item in items}
+    calls = store.calls(conversation_id)
+    reuse = {r.call.id: r for r in reuse_of(calls, pricing.profile, pricing.input_price)}
+    order = {call.id: n for n, call in enumerate(calls)}
+    by_turn: dict[tuple[str, int], list[ModelCall]] = defaultdict(list)
+    for call in calls:
+        by_turn[(call.branch, call.turn)].append(call)
+    branches = store.branches(conversation_id)
+    for branch in branches:
+        groups: dict[int, list[Item]] = defaultdict(list)
+        for item in _history(items, branches, branch.name):
+            groups[item.turn].append(item)
+        for turn in sorted(set(groups) | {t for b, t in by_turn if b == branch.name}):
+            row = _turn_row(conversation_id, branch.name, turn, groups.get(turn, []),
+                            by_turn.get((branch.name, turn), []), reuse, by_seq)
+            if row is not None and within(row["started_at"]):
+                into.turns.append(row)
+    in_day = [call for call in calls if within(call.started_at)]
+    requests = audit.requests(conversation_id, [call.id for call in in_day])
+    for call in in_day:
+        into.calls.append(_call_row(call, requests[call.id], reuse[call.id], order[call.id],
+                                    into.requests))
+    for item in items:
+        if item.kind is ItemKind.COMPACTION and within(item.created_at):
+            into.compactions.append(_compaction_row(item, by_seq))
+    for job in jobs:
+        source = by_seq.get(job.seq)
+        if source is not None and within(source.created_at):
+            into.memory_writes.extend(_memory_rows(job, source, entries))
+
+
+def _history(items: Sequence[Item], branches: Sequence[Branch], name: str) -> list[Item]:
+    """``Store.history`` of the branch, from the conversation's items already read: the
+    branch's own, then each ancestor's up to where its child forked."""
+    spec = {b.name: b for b in branches}
+    limits: dict[str, float] = {}
+    current: str | None = name
+    limit = float("inf")
+    while current is not None:
+        limits[current] = limit
+        branch = spec[current]
+        current, limit = branch.parent, float(branch.fork_seq or 0)
+    return [i for i in items if i.seq <= limits.get(i.branch, -1)]
+
+
+def sort(rows: DayRows) -> None:
+    """Each table in time order, ties broken by where the row is in the log."""
+    rows.turns.sort(key=lambda r: (r["started_at"], r["conversation_id"], r["branch"],
+                                   r["turn"]))
+    rows.calls.sort(key=lambda r: (r["started_at"], r["conversation_id"], r.pop("_order")))
+    requests, rows.requests = rows.requests, {}
+    for call in rows.calls:  # a request's row goes where the first call that sent it is
+        sha = call["request_sha256"]
+        if sha not in rows.requests:
+            rows.requests[sha] = requests[sha]
+    rows.compactions.sort(key=lambda r: (r["created_at"], r["conversation_id"], r["seq"]))
+    rows.memory_writes.sort(key=lambda r: (r["message_at"], r["conversation_id"], r["seq"],
+                                           r["position"]))
+
+
+def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Item],
+              calls: Sequence[ModelCall], reuse: Mapping[str, CallReuse],
+              by_seq: Mapping[int, Item]) -> Row | None:
+    own = [item for item in group if item.branch == branch]
+    user = next((item for item in group if item.kind is ItemKind.USER), None)
+    if turn == 0 or user is None or not (own or calls):
+        return None  # before the first message, or a turn the branch inherited
+    retrieval = _last(group, ItemKind.RETRIEVAL)
+    recall = _last(group, ItemKind.RECALL)
+    turn_calls = [call for call in calls if call.purpose == "turn"]
+    last_call = turn_calls[-1] if turn_calls else None
+    reply: Item | None = None
+    if last_call is not None and last_call.reply_seq is not None:
+        reply = by_seq.get(last_call.reply_seq)
+    if reply is None:
+        reply = _last(own, ItemKind.ASSISTANT)
+    status = ("unanswered" if reply is None else "no_call") if last_call is None \
+        else str(last_call.status)
+    first = turn_calls[0] if turn_calls else None
+    prefix = None if first is None else reuse[first.id].prefix
+    started = min([item.created_at for item in own] + [call.started_at for call in calls])
+    rewritten = retrieval.content["query"] if retrieval is not None else \
+        recall.content["query"] if recall is not None else None
+    return {
+        "conversation_id": conversation_id, "branch": branch, "turn": turn,
+        "started_at": started, "user_seq": user.seq, "user_hash": user.hash,
+        "reply_seq": None if reply is None else reply.seq,
+        "reply_hash": None if reply is None else reply.hash, "status": status,
+        "query": retrieval.content.get("raw", user.text) if retrieval else user.text,
+        "rewritten_query": rewritten,
+        "rewrite_winner": None if retrieval is None else retrieval.content.get("winner"),
+        "retrieved_ids": None if retrieval is None else
+        [str(p.get("id")) for p in retrieval.content["passages"]],
+        "recalled_ids": None if recall is None else
+        [str(m.get("id")) for m in recall.content["memories"]],
+        "reply": None if reply is None else reply.text,
+        "calls": len(calls), "call_ids": [call.id for call in calls],
+        "model": None if last_call is None else last_call.model,
+        "prompt_tokens": sum(c.usage.prompt_tokens for c in calls),
+        "cached_tokens": sum(c.usage.cached_tokens for c in calls),
+        "completion_tokens": sum(c.usage.completion_tokens for c in calls),
+        "cost_usd": sum(reuse[c.id].cost_usd for c in calls) if calls else None,
+        "uncached_cost_usd": sum(reuse[c.id].uncached_cost_usd for c in calls)
+        if calls else None,
+        "prefix_ratio": None if prefix is None else round(prefix.ratio, 6),
+        "prefix_cause": None if prefix is None else str(prefix.cause),
+        "prefix_expected": None if prefix is None else prefix.expected,
+        "prefix_report": None if first is None or first.prefix is None
+        else canonical_json(dict(first.prefix)),
+        "ttft_ms": None if first is None else first.timings.ttft_ms,
+        "total_ms": sum(c.timings.total_ms for c in calls) if calls else None,
+    }
+
+
+def _last(items: Sequence[Item], kind: ItemKind) -> Item | None:
+    return next((item for item in reversed(items) if item.kind is kind), None)
+
+
+def _call_row(call: ModelCall, request: SentRequest, reuse: CallReuse, order: int,
+              requests: dict[str, Row]) -> Row:
+    exact = request.exact_bytes()
+    sha = hashlib.sha256(exact).hexdigest()
+    if sha not in requests:
+        requests[sha] = {"request_sha256": sha, "request_bytes": len(exact),
+                         "encoding": "canonical-json" if request.rendering is None
+                         else "rendered-prompt", "request": exact}
+    return {"call_id": call.id, "conversation_id": call.conversation_id, "branch": call.branch,
+            "turn": call.turn, "purpose": call.purpose, "status": str(call.status),
+            "model": call.model, "started_at": call.started_at, "head_seq": call.head_seq,
+            "reply_seq": call.reply_seq, "request_sha256": sha, "request_bytes": len(exact),
+            "prompt_tokens": call.usage.prompt_tokens,
+            "cached_tokens": call.usage.cached_tokens,
+            "completion_tokens": call.usage.completion_tokens,
+            "ttft_ms": call.timings.ttft_ms, "total_ms": call.timings.total_ms,
+            "cost_usd": reuse.cost_usd,
+            "prefix_report": None if call.prefix is None else canonical_json(dict(call.prefix)),
+            "error": call.error, "response": canonical_json(dict(call.response)),
+            "_order": order}
+
+
+def _compaction_row(item: Item, by_seq: Mapping[int, Item]) -> Row:
+    content = item.content
+    estimate = content.get("estimate") or {}
+    price = estimate.get("price") or {}
+    through = content.get("through_seq")
+    pinned = [int(s) for s in content.get("pinned", ())]
+    return {"conversation_id": item.conversation_id, "branch": item.branch, "seq": item.seq,
+            "turn": item.turn, "hash": item.hash, "created_at": item.created_at,
+            "strategy": content["strategy"], "reason": content.get("reason"),
+            "through_seq": through, "kept_from_seq": None if through is None else through + 1,
+            "cleared_seqs": [int(s) for s in content.get("cleared", ())],
+            "pinned_seqs": pinned,
+            "pinned_constraints": [by_seq[s].text if s in by_seq else None for s in pinned],
+            "summary": content.get("summary"),
+            "tokens_before": estimate.get("tokens_before"),
+            "tokens_after": estimate.get("tokens_after"),
+            "kept_prefix_tokens": estimate.get("kept_prefix_tokens"),
+            "append_usd": price.get("append_usd"), "compact_usd": price.get("compact_usd")}
+
+
+def _memory_rows(job: MemoryJob, item: Item, entries: Entries) -> list[Row]:
+    out = []
+    for position, decision in enumerate(job.decisions or ()):
+        entry_id = decision.get("entry")
+        entry = None if entry_id is None else entries.get(job.user_id, str(entry_id))
+        out.append({"conversation_id": job.conversation_id, "seq": job.seq,
+                    "item_hash": item.hash, "position": position, "user_id": job.user_id,
+                    "message_at": item.created_at, "decision": decision.get("decision"),
+                    "entry_id": entry_id, "replaces": decision.get("replaces"),
+                    "reason": decision.get("reason"), "extractor": decision.get("extractor"),
+                    "valid": decision.get("valid"),
+                    "entry_source": None if entry is None else str(entry.source),
+                    "entry_trusted": None if entry is None else entry.trusted,
+                    "attempts": job.attempts, "text": decision.get("text")})
+    return out
