@@ -14,8 +14,9 @@ from threadline.engine import Engine
 from threadline.errors import TurnCancelled, TurnInProgress
 from threadline.items import ItemKind
 from threadline.models.scripted import ScriptedModel
+from threadline.stores.base import Lease
 from threadline.stores.sqlite import SQLiteStore
-from threadline.turn.lease import LeasePolicy
+from threadline.turn.lease import Holding, LeasePolicy
 
 SLOW_REPLY = " ".join(f"word{n}" for n in range(40))
 
@@ -174,3 +175,43 @@ def test_a_turn_that_fails_gives_the_lease_back(tmp_path: Path) -> None:
     assert store.lease_holder(cid, time.time()) is None
     assert engine.answer(cid).reply.text  # and the retry takes and gives it back too
     assert store.lease_holder(cid, time.time()) is None
+
+
+class Renewals:
+    """Just enough of a store for a hold: it records each renewal, by holder."""
+
+    def __init__(self) -> None:
+        self.renewed: list[tuple[str, float]] = []
+        self.cancel = False
+
+    def renew_lease(self, conversation_id: str, holder: str, ttl_s: float, now: float) -> Lease:
+        self.renewed.append((conversation_id, time.monotonic()))
+        return Lease(True, holder, now + ttl_s, self.cancel)
+
+
+def test_one_heartbeat_renews_each_held_lease_on_its_own_beat_and_none_once_given_back(
+        ) -> None:
+    store = Renewals()
+    fast = Holding(store, "fast", LeasePolicy(ttl_s=1, heartbeat_s=0.05),  # type: ignore[arg-type]
+                   time.time, time.sleep)
+    slow = Holding(store, "slow", LeasePolicy(ttl_s=1, heartbeat_s=0.2),  # type: ignore[arg-type]
+                   time.time, time.sleep)
+    before = {t.name for t in threading.enumerate()}
+    fast.took()
+    slow.took()
+    time.sleep(0.45)
+    threads = {t.name for t in threading.enumerate()} - before
+    assert threads <= {"threadline-heartbeat"}  # one thread for both, none per turn
+    store.cancel = True  # a newer message asks: the next beat notices
+    deadline = time.monotonic() + 5
+    while not fast.stopped and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fast.stopped and not fast.lost
+    fast.gave_back()
+    slow.gave_back()
+    counts = {name: sum(1 for cid, _ in store.renewed if cid == name) for name in ("fast", "slow")}
+    assert counts["fast"] >= 6 and counts["slow"] >= 1
+    assert counts["fast"] > 2 * counts["slow"]  # each on its own beat
+    given_back = len(store.renewed)
+    time.sleep(0.3)
+    assert len(store.renewed) == given_back  # nothing renews a lease that was given back

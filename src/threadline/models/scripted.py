@@ -123,7 +123,8 @@ class ScriptedModel:
                               for name, arguments in reply.calls)
                 reply = reply.text
         cached = min(self._cached(rendering), max((rendering.n_tokens or 0) - 1, 0))
-        time.sleep(self.first_token_delay_s)
+        if self.first_token_delay_s:  # sleep(0) still gives up the GIL: not for nothing
+            time.sleep(self.first_token_delay_s)
         pieces = scripted_tokens(reply)
         for piece in pieces:
             watch.first_token()

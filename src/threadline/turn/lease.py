@@ -4,14 +4,13 @@ A turn takes the conversation's lease in the commit that appends its message and
 back in the commit that appends its reply, so the lease costs no writes of its own: a turn is
 two durable writes. If another holder's lease is live when that commit runs, it writes
 nothing, and the turn waits (reading, as its policy says, below) and gathers its context
-again before it tries once more. A turn that
-must act before writing its message (tool calls a crashed turn decided) or writes none (a
-retry, ``answer``) takes the lease on its own first. While the turn runs, a heartbeat thread
-renews the lease every
+again before it tries once more. A turn that must act before writing its message (tool calls
+a crashed turn decided) or writes none (a retry, ``answer``) takes the lease on its own first.
+While the turn runs, the process's one heartbeat thread renews the lease every
 ``heartbeat_s`` (also through a long prefill, when no token arrives to mark progress) and
-notices a cancel request; if the process dies, the heartbeat stops and the lease expires after
-``ttl_s``, so a crashed holder never wedges a conversation for longer than that. A message
-that arrives while another turn holds the lease follows the sender's policy:
+notices a cancel request; if the process dies, the heartbeat stops and the lease expires
+after ``ttl_s``, so a crashed holder never wedges a conversation for longer than that. A
+message that arrives while another turn holds the lease follows the sender's policy:
 
     queue   (default) wait for the lease, then append after the running turn's reply
     reject  refuse at once: :class:`TurnInProgress` (HTTP 409 with Retry-After); nothing written
@@ -72,8 +71,8 @@ class Holding:
         self.stopped = False  # a cancel was asked for, or the lease was lost
         self.lost = False
         self.protected = False  # a side effect happened: a cancel no longer stops the turn
-        self._done = threading.Event()
-        self._beat: threading.Thread | None = None
+        self._beating = threading.Lock()  # held while a renewal runs: ``_stop`` waits for it
+        self._beats = False
         self._started = clock()
 
     def wait(self) -> None:
@@ -92,8 +91,8 @@ class Holding:
         """The commit that carried the claim succeeded: the lease is ours; keep it alive."""
         if not self.held:
             self.held = True
-            self._beat = threading.Thread(target=self._heartbeat, daemon=True)
-            self._beat.start()
+            self._beats = True
+            HEARTBEAT.keep(self)
 
     def take(self) -> None:
         """Take the lease now, in a write of its own, waiting as the policy says."""
@@ -156,23 +155,74 @@ class Holding:
         if since is not None:
             self.observer.lease_waited(self.clock() - since)
 
-    def _heartbeat(self) -> None:
-        while not self._done.wait(self.policy.heartbeat_s):
+    def beat(self) -> bool:
+        """Renew the lease (the heartbeat thread calls this); False once it needs no more."""
+        with self._beating:
+            if not self._beats:
+                return False
             try:
                 lease = self.store.renew_lease(self.conversation_id, self.holder,
                                                self.policy.ttl_s, self.clock())
             except Exception:  # noqa: BLE001 - a closed store: the turn is ending anyway
-                return
+                self._beats = False
+                return False
             if not lease.granted:
                 self.lost = self.stopped = True
             elif lease.cancel_requested:
                 self.stopped = True
+            return True
 
     def _stop(self) -> None:
-        self._done.set()
-        if self._beat is not None:
-            self._beat.join()
-            self._beat = None
+        with self._beating:  # once this returns, no renewal is running or will run
+            self._beats = False
+        HEARTBEAT.forget(self)
+
+
+class Heartbeat:
+    """The one thread that renews every lease this process holds, each every
+    ``heartbeat_s`` after it was taken. One thread for all turns, rather than one per turn:
+    starting and joining a thread cost each turn more than its lease's two writes did. A turn
+    that ends is forgotten at once, so the thread wakes only when a renewal is due, not once
+    for every turn that was shorter than a heartbeat."""
+
+    def __init__(self) -> None:
+        self._due: dict[Holding, float] = {}  # the held leases, and when each renews next
+        self._wake = threading.Condition()
+        self._sleeps_until = float("inf")
+        self._thread: threading.Thread | None = None
+
+    def keep(self, holding: Holding) -> None:
+        with self._wake:
+            due = self._due[holding] = time.monotonic() + holding.policy.heartbeat_s
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="threadline-heartbeat",
+                                                daemon=True)
+                self._thread.start()
+            elif due < self._sleeps_until:
+                self._wake.notify()
+
+    def forget(self, holding: Holding) -> None:
+        with self._wake:
+            self._due.pop(holding, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                now = time.monotonic()
+                due = [holding for holding, at in self._due.items() if at <= now]
+                if not due:
+                    self._sleeps_until = min(self._due.values(), default=float("inf"))
+                    self._wake.wait(None if not self._due else self._sleeps_until - now)
+                    continue
+                for holding in due:
+                    self._due[holding] = now + holding.policy.heartbeat_s
+                self._sleeps_until = now  # renewing: a new holding need not wake us
+            for holding in due:  # outside the lock: a renewal is a write; keep() must not wait
+                if not holding.beat():
+                    self.forget(holding)
+
+
+HEARTBEAT = Heartbeat()
 
 
 @contextmanager
