@@ -5,7 +5,10 @@ receiver's own refusals; and a receiver that is down never holding up or failing
 from __future__ import annotations
 
 import gzip
+import json
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -147,3 +150,20 @@ def test_the_receiver_refuses_what_a_collector_would(receiver: OTLPReceiver) -> 
     assert receiver.requests == 1
     with pytest.raises(TimeoutError):
         receiver.wait_for(lambda got: len(got) > 0, timeout_s=0.1)
+
+
+def test_the_receiver_runs_as_a_process_of_its_own(store: SQLiteStore,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    process = subprocess.Popen([sys.executable, "-m", "threadline.tracing.receiver", "--print"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    endpoint = json.loads(process.stdout.readline())["endpoint"]
+    tracing = _exporting(monkeypatch, endpoint)
+    result = standard_engine(store, ScriptedModel(), tracer=tracing).run_turn("hello")
+    tracing.shutdown()  # flushes to the receiver
+    out, _ = process.communicate(timeout=30)  # its input ends: it reports and exits
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert process.returncode == 0
+    assert lines[-1] == {"spans": len(lines) - 1, "requests": 1, "refused": 0}
+    turn = next(line for line in lines if line.get("name") == "threadline.turn")
+    assert turn["attributes"]["gen_ai.conversation.id"] == result.conversation_id

@@ -274,3 +274,29 @@ def test_an_exporter_that_raises_never_fails_a_turn(store: SQLiteStore, processo
     assert "broken" in caplog.text
     assert not [i for i in store.history(result.conversation_id) if i.kind is ItemKind.NOTE]
     provider.shutdown()
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.5])
+def test_the_sampler_keeps_or_leaves_out_whole_turns(store: SQLiteStore, ratio: float) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    kept = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    model = ScriptedModel([reply for _ in range(20)
+                           for reply in (ToolCalls.of(("weather", {"city": "X"})), "done")])
+    engine = standard_engine(store, model, tools=tools(), tracer=Tracing(provider))
+    cid = None
+    for n in range(20):
+        cid = engine.run_turn(f"turn {n}", conversation_id=cid).conversation_id
+    spans = kept.get_finished_spans()
+    turns = [s for s in spans if s.name == "threadline.turn"]
+    assert len(spans) == 9 * len(turns)  # every step of a kept turn, none of the others
+    if ratio == 0.0:
+        assert turns == []
+    else:
+        assert 0 < len(turns) < 20
+        kept_traces = {s.context.trace_id for s in turns if s.context}
+        assert {s.context.trace_id for s in spans if s.context} == kept_traces
+    assert len(store.calls(cid)) == 40  # every turn ran, traced or not

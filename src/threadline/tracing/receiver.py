@@ -11,16 +11,26 @@ decoded, to assert on. Anything else gets the status a collector would give it (
     with OTLPReceiver() as receiver:   # OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint
         ...
         spans = receiver.wait_for(lambda spans: len(spans) >= 6)
+
+Or in a process of its own, as a collector would be (the telemetry benchmark runs it so):
+
+    python -m threadline.tracing.receiver [--port 4318] [--print]
+
+prints ``{"endpoint": ...}`` on its first line, each span as a JSON line with ``--print``,
+and, once its standard input ends (or on Ctrl-C), ``{"spans": N, "requests": M, ...}``.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
+import json
+import sys
 import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -99,7 +109,13 @@ def decode(body: bytes) -> list[ReceivedSpan]:
 class OTLPReceiver:
     """Receives OTLP/HTTP traces on 127.0.0.1 (``port`` 0: any free one) until stopped."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
+                 on_span: Callable[[ReceivedSpan], None] | None = None,
+                 keep: bool = True) -> None:
+        """``on_span`` sees each span as it arrives; with ``keep`` False none is kept (a
+        long-running receiver counts them only)."""
+        self._on_span, self._keep = on_span, keep
+        self.received = 0   # spans received, kept or not
         self._lock = threading.Condition()
         self._spans: list[ReceivedSpan] = []
         self.requests = 0   # export requests accepted
@@ -186,12 +202,45 @@ class OTLPReceiver:
         except (DecodeError, OSError, zlib.error) as err:
             return self._refuse(400, f"not an ExportTraceServiceRequest: {err}")
         with self._lock:
-            self._spans += spans
+            if self._keep:
+                self._spans += spans
+            self.received += len(spans)
             self.requests += 1
             self._lock.notify_all()
+        if self._on_span is not None:
+            for span in spans:
+                self._on_span(span)
         return 200, ExportTraceServiceResponse().SerializeToString()
 
     def _refuse(self, status: int, why: str) -> tuple[int, bytes]:
         with self._lock:
             self.refused += 1
         return status, why.encode("utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="A local OTLP/HTTP trace receiver.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0: any free port")
+    parser.add_argument("--print", dest="show", action="store_true",
+                        help="print each span as a JSON line")
+    args = parser.parse_args(argv)
+
+    def show(span: ReceivedSpan) -> None:
+        print(json.dumps(asdict(span), default=str), flush=True)
+
+    with OTLPReceiver(args.host, args.port, on_span=show if args.show else None,
+                      keep=False) as receiver:
+        print(json.dumps({"endpoint": receiver.endpoint}), flush=True)
+        try:
+            for _ in sys.stdin:  # until the input ends
+                pass
+        except KeyboardInterrupt:
+            pass
+        print(json.dumps({"spans": receiver.received, "requests": receiver.requests,
+                          "refused": receiver.refused}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 
 from threadline.tracing.config import TraceConfig
 from threadline.tracing.propagation import TraceContextMiddleware
-from threadline.tracing.spans import OpenSpan, OTelTracer
+from threadline.tracing.spans import OpenSpan, OTelTracer, Skipped
 from threadline.turn.trace import Fact, Step
 from threadline.version import __version__
 
@@ -54,7 +54,7 @@ class Tracing:
     def capture_content(self) -> bool:
         return self.tracer.capture_content
 
-    def span(self, step: Step, name: str = "", *facts: Fact) -> OpenSpan:
+    def span(self, step: Step, name: str = "", *facts: Fact) -> OpenSpan | Skipped:
         return self.tracer.span(step, name, *facts)
 
     def install(self, app: Starlette) -> None:

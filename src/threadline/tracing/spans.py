@@ -14,8 +14,11 @@ Where the turn is (its conversation, branch and index) is learned once, from its
 message or its first call, kept in a context variable for the turn, and stamped on the GenAI
 spans, which carry ``gen_ai.conversation.id`` exactly as the log names the conversation.
 
-A model call's span is made when the call ends, with the call's own start and end: the time
-the turn waited for the model's lock, and the prefix report measured after, stay out of it.
+Spans of threadline's own work with nothing under them (ingest, commit, the model call) are
+made in one go as the step ends (one call into the SDK each); a model call's with the call's
+own start and end, so the time the turn waited for the model's lock, and the prefix report
+measured after, stay out of it. Providers and tools run code that may be traced itself (an
+HTTP client, a database driver): their spans are current while they run.
 """
 
 from __future__ import annotations
@@ -133,6 +136,31 @@ class OpenSpan:
             context.detach(self._token)  # type: ignore[arg-type]
 
 
+class LeafSpan(OpenSpan):
+    """A span of threadline's own work, under which nothing else runs: made in one go when
+    the step ends (one call into the SDK, with every attribute), from when it was entered."""
+
+    def __enter__(self) -> LeafSpan:
+        self._entered = time.time_ns()
+        return self
+
+    def times(self) -> tuple[int, int]:
+        return self._entered, time.time_ns()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        started, ended = self.times()
+        span = self.tracer.otel.start_span(self.name, kind=self.kind,
+                                           attributes=self.attributes, start_time=started)
+        failure = error if error is not None else self.failure()
+        if failure is not None:
+            _failed(span, failure)
+        span.end(end_time=ended)
+
+    def failure(self) -> BaseException | None:
+        return None
+
+
 class TurnSpan(OpenSpan):
     def begin(self, name: str, facts: Sequence[Fact]) -> str:
         return "threadline.turn"
@@ -157,14 +185,14 @@ class TurnSpan(OpenSpan):
                                       "threadline.turn.deduplicated": fact.deduplicated})
 
 
-class IngestSpan(OpenSpan):
+class IngestSpan(LeafSpan):
     def begin(self, name: str, facts: Sequence[Fact]) -> str:
         return "threadline.ingest"
 
     def fact(self, fact: Fact) -> None:
         if isinstance(fact, Item):
             self.where.learn(fact.conversation_id, fact.branch, fact.turn)
-            self.span.set_attribute("threadline.message.seq", fact.seq)
+            self.attributes["threadline.message.seq"] = fact.seq
 
 
 class ProviderSpan(OpenSpan):
@@ -179,17 +207,17 @@ class ProviderSpan(OpenSpan):
                                       "threadline.provider.kind": str(fact.kind)})
 
 
-class CommitSpan(OpenSpan):
+class CommitSpan(LeafSpan):
     def begin(self, name: str, facts: Sequence[Fact]) -> str:
         self.attributes["threadline.commit.kind"] = name
         return f"threadline.commit {name}"
 
     def fact(self, fact: Fact) -> None:
         if isinstance(fact, ModelCall):
-            self.span.set_attributes({"threadline.call.id": fact.id,
-                                      "threadline.call.status": str(fact.status)})
+            self.attributes["threadline.call.id"] = fact.id
+            self.attributes["threadline.call.status"] = str(fact.status)
         elif isinstance(fact, Item):
-            self.span.set_attribute("threadline.reply.seq", fact.seq)
+            self.attributes["threadline.reply.seq"] = fact.seq
 
 
 class ToolSpan(OpenSpan):
@@ -222,7 +250,7 @@ class ToolSpan(OpenSpan):
                                     int(content["truncated_from_bytes"]))
 
 
-class ModelCallSpan(OpenSpan):
+class ModelCallSpan(LeafSpan):
     """Made when the step ends, with the call's own times (see the module's docstring)."""
 
     def begin(self, name: str, facts: Sequence[Fact]) -> str:
@@ -243,9 +271,11 @@ class ModelCallSpan(OpenSpan):
         self._times: tuple[int, int] | None = None
         return f"{genai.CHAT} {model}"
 
-    def __enter__(self) -> ModelCallSpan:
-        self._entered = time.time_ns()
-        return self
+    def times(self) -> tuple[int, int]:
+        return self._times or super().times()
+
+    def failure(self) -> BaseException | None:
+        return None if self._outcome is None else self._outcome.error
 
     def fact(self, fact: Fact) -> None:
         if isinstance(fact, CallOutcome):
@@ -288,16 +318,6 @@ class ModelCallSpan(OpenSpan):
         if found.reused_from is not None:
             out["threadline.prefix.reused_from"] = found.reused_from
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        started, ended = self._times or (self._entered, time.time_ns())
-        span = self.tracer.otel.start_span(self.name, kind=self.kind,
-                                           attributes=self.attributes, start_time=started)
-        failure = error if error is not None else (
-            self._outcome.error if self._outcome is not None else None)
-        if failure is not None:
-            _failed(span, failure)
-        span.end(end_time=ended)
 
 
 _SPANS: dict[Step, type[OpenSpan]] = {
@@ -305,13 +325,35 @@ _SPANS: dict[Step, type[OpenSpan]] = {
     Step.MODEL_CALL: ModelCallSpan, Step.TOOL_CALL: ToolSpan, Step.COMMIT: CommitSpan}
 
 
+class Skipped:
+    """The steps of a turn the sampler left out: nothing to make, nothing to record."""
+
+    def record(self, *facts: Fact) -> None:
+        pass
+
+    def __enter__(self) -> Skipped:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+SKIPPED = Skipped()
+
+
 class OTelTracer:
     """Threadline's spans, made by ``otel`` (an OpenTelemetry tracer); messages and tool
-    arguments and results are recorded only with ``capture_content``."""
+    arguments and results are recorded only with ``capture_content``. The sampler decides
+    at each turn's span: a turn left out costs its steps nothing (as the SDK's parent-based
+    samplers, the default, would leave their spans out too)."""
 
     def __init__(self, otel: trace.Tracer, *, capture_content: bool = False) -> None:
         self.otel = otel
         self.capture_content = capture_content
 
-    def span(self, step: Step, name: str = "", *facts: Fact) -> OpenSpan:
+    def span(self, step: Step, name: str = "", *facts: Fact) -> OpenSpan | Skipped:
+        if step is not Step.TURN:
+            where = _WHERE.get()
+            if where is not None and where.span is not None and not where.span.is_recording():
+                return SKIPPED
         return _SPANS[step](self, name, facts)
