@@ -300,3 +300,25 @@ def test_the_sampler_keeps_or_leaves_out_whole_turns(store: SQLiteStore, ratio: 
         kept_traces = {s.context.trace_id for s in turns if s.context}
         assert {s.context.trace_id for s in spans if s.context} == kept_traces
     assert len(store.calls(cid)) == 40  # every turn ran, traced or not
+
+
+def test_a_served_reply_is_committed_under_the_turn_with_its_item(store: SQLiteStore,
+                                                                  traced: Traced) -> None:
+    from tests.turn.test_trace import Answering
+    from threadline.engine import Engine
+
+    first = Engine(store, ScriptedModel()).run_turn("hello")
+    engine = Engine(store, ScriptedModel(), providers=[Answering(first.call.id)],
+                    tracer=traced.tracing)
+    result = engine.run_turn("hello again", conversation_id=first.conversation_id)
+    assert tree(traced.spans) == [["threadline.turn", [
+        ["threadline.provider answers"], ["threadline.ingest"], ["threadline.commit served"]]]]
+    assert traced.one("threadline.commit served").attributes == {
+        "threadline.commit.kind": "served", "threadline.reply.seq": result.reply.seq}
+    assert traced.one("threadline.provider answers").attributes == {
+        "threadline.provider.name": "answers", "threadline.provider.found": True,
+        "threadline.provider.kind": "context"}
+    assert traced.one("threadline.turn").attributes == {
+        "gen_ai.conversation.id": result.conversation_id, "threadline.branch": "main",
+        "threadline.turn.index": 2, "threadline.call.id": first.call.id,
+        "threadline.turn.deduplicated": False}

@@ -23,6 +23,7 @@ from threadline.models.calling import CallOutcome
 from threadline.models.scripted import ScriptedModel, ToolCalls
 from threadline.standard import standard_engine
 from threadline.stores.sqlite import SQLiteStore
+from threadline.turn.providers import Gathering, Provider, Served
 from threadline.turn.result import TurnResult
 from threadline.turn.tools import Tool, ToolContext
 from threadline.turn.trace import QUIET, Fact, Span, Step, guarded
@@ -216,3 +217,32 @@ def test_without_a_tracer_the_engine_uses_the_quiet_one(store: SQLiteStore) -> N
     assert guarded(None) is QUIET
     with QUIET.span(Step.TURN) as span:
         span.record()
+
+
+class Answering(Provider):
+    """A provider that answers every turn itself, with an answer a call gave before."""
+
+    name = "answers"
+
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+
+    def gather(self, found: Gathering) -> NewItem | None:
+        return self.context_item(found=True)
+
+    def serve(self, item: Item, found: Gathering) -> Served | None:
+        return Served("asked and answered", {"call_id": self.call_id})
+
+
+def test_a_turn_a_provider_answers_commits_without_a_model_call(store: SQLiteStore) -> None:
+    first = Engine(store, ScriptedModel()).run_turn("hello")
+    tracer = RecordingTracer()
+    engine = Engine(store, ScriptedModel(), providers=[Answering(first.call.id)],
+                    tracer=tracer)
+    result = engine.run_turn("hello again", conversation_id=first.conversation_id)
+    assert result.reply.text == "asked and answered"
+    [turn] = tracer.roots
+    assert turn.tree() == ["turn", [["provider answers"], ["ingest"], ["commit served"]]]
+    found = turn.children[0].facts
+    assert [type(f) for f in found] == [NewItem]
+    assert turn.children[-1].facts == [result.reply]
