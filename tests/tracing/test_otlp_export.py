@@ -120,7 +120,7 @@ def test_a_receiver_that_is_down_never_holds_up_or_fails_a_turn(
         cid = engine.run_turn(f"message {n}", conversation_id=cid).conversation_id
         took.append(time.perf_counter() - started)
         time.sleep(0.05)  # the exporter's thread tries meanwhile, and fails
-    assert max(took) < 0.5  # far below the exporter's 1 s timeout: nothing waited for it
+    assert max(took) < 0.9  # below the exporter's 1 s timeout: nothing waited for it
     assert len(store.calls(cid)) == 6
     tracing.shutdown()
 

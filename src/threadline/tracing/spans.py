@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from types import TracebackType
 
 from opentelemetry import context, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -107,7 +108,7 @@ class OpenSpan:
         self.attributes: Attributes = {}
         self.name = self.begin(name, facts)
         self.span: trace.Span = trace.INVALID_SPAN
-        self._token: object = None
+        self._token: Token[Context] | None = None
 
     def begin(self, name: str, facts: Sequence[Fact]) -> str:
         """The span's name; fills ``attributes`` with what is known at its start."""
@@ -133,7 +134,8 @@ class OpenSpan:
                 _failed(self.span, error)
             self.span.end()
         finally:
-            context.detach(self._token)  # type: ignore[arg-type]
+            if self._token is not None:
+                context.detach(self._token)
 
 
 class LeafSpan(OpenSpan):
