@@ -1,32 +1,43 @@
-"""Telemetry overhead: ``run_turn`` with Prometheus metrics on against off, in one run.
+"""Telemetry overhead: ``run_turn`` with Prometheus metrics and OpenTelemetry traces on
+against off, in one run.
 
 What is measured
-    Two engines built by ``standard_engine`` over the scripted model, each on its own SQLite
-    file in one temporary directory (durability ``normal`` unless told otherwise):
+    Engines built by ``standard_engine`` over the scripted model, each on its own SQLite file
+    in one temporary directory (durability ``normal`` unless told otherwise), one per side:
 
-    off  no metrics: no metrics hook, no observer (the engine's quiet one).
-    on   a ``Metrics`` object fed by its turn hook and as the engine's observer, its memory
-         figures watched, and exported as a real deployment would be: its registry served over
-         HTTP on 127.0.0.1 (prometheus-client's own server, in a thread) and scraped every
-         ``--scrape-s`` by a local receiver, another thread fetching and parsing the text.
+    off      no telemetry: no metrics hook, no observer, no tracer (the quiet ones).
+    metrics  a ``Metrics`` object fed by its turn hook and as the engine's observer, its memory
+             figures watched, and exported as a real deployment would be: its registry served
+             over HTTP on 127.0.0.1 (prometheus-client's own server, in a thread) and scraped
+             every ``--scrape-s`` by a local receiver, another thread fetching and parsing it.
+    traces   a ``Tracing`` built from the OTEL_* environment as ``threadline serve`` builds it
+             (OTLP over HTTP, a batch span processor), exporting to a local OTLP/HTTP receiver
+             in a process of its own, as a collector would be (``python -m
+             threadline.tracing.receiver``: an HTTP server on 127.0.0.1 decoding the
+             protobuf); content capture off, the default.
+    all      both: the metrics side's hook and observer, and the traces side's tracer.
 
-    Each side runs conversations of ``--turns`` turns (so the turn index, and the work a turn
-    does, grows the same way on both sides); each turn is timed with ``perf_counter`` around
-    ``run_turn``. The scraper runs through the whole benchmark, so its threads also take the
-    GIL while the off side runs: that is the cost a process with metrics on pays on every
-    turn, and the ratio below is charged only with what the metrics side adds on top.
+    ``--sides`` picks some of them (off is always there). Each side runs conversations of
+    ``--turns`` turns (so the turn index, and the work a turn does, grows the same way on
+    every side); each turn is timed with ``perf_counter`` around ``run_turn``. The scraper,
+    the span exporter and the receivers run through the whole benchmark, so their threads
+    also take the GIL while the off side runs: that is the cost a process with telemetry on
+    pays on every turn, and each ratio below is charged only with what its side adds on top.
 
 How
     After an untimed warm-up conversation per side, each round runs one conversation per side,
-    the two interleaved turn by turn (the side that goes first alternates from turn to turn
-    and round to round), so drift on a noisy machine hits both equally. Reported: ms per turn
-    on each side (mean and p50), the ratio on ÷ off of the summed turn times (the target's
-    figure), and, less moved by a turn the machine descheduled, the median of the per-round
-    ratios, the ratio without each side's slowest 5% of turns, and the ratio of the p50s; how
-    many scrapes the receiver made; and, apart, the time the metrics hook itself took per
-    turn. Target: ≤ 1.05.
+    interleaved turn by turn (the side that goes first rotates from turn to turn and round to
+    round), so drift on a noisy machine hits every side equally. Reported per side: ms per
+    turn (mean and p50), the ratio side ÷ off of the summed turn times (the target's figure),
+    and, less moved by a turn the machine descheduled, the median of the per-round ratios, the
+    ratio without each side's slowest 5% of turns, and the ratio of the p50s; how many scrapes
+    the metrics receiver made and how many spans the trace receiver got (after a final flush:
+    every span, or the batch processor dropped some); and, apart, the time the metrics hook
+    and the tracer themselves took per turn on the turn's own thread (the export happens in
+    the batch processor's thread). Target: ≤ 1.05 for every side.
 
-    .venv/bin/python bench/telemetry_overhead.py            # full size
+    .venv/bin/python bench/telemetry_overhead.py            # full size, every side
+    .venv/bin/python bench/telemetry_overhead.py --sides traces   # off against traces only
     .venv/bin/python bench/telemetry_overhead.py --quick    # smoke test, a few seconds
     .venv/bin/python bench/telemetry_overhead.py --json     # one JSON object on stdout
 """
@@ -35,13 +46,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+from contextlib import AbstractContextManager
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
@@ -52,9 +68,13 @@ from threadline.models.scripted import ScriptedModel
 from threadline.settings import Durability, parse_durability
 from threadline.standard import standard_engine
 from threadline.stores.sqlite.store import SQLiteStore
+from threadline.tracing import from_environment
+from threadline.tracing.setup import Tracing
 from threadline.turn.hooks import TurnEvent, TurnHook
+from threadline.turn.trace import Fact, Span, Step, Tracer
 
 TARGET = 1.05
+SIDES = ("off", "metrics", "traces", "all")
 MESSAGE = "Please check the booking for next Tuesday and tell me what it costs. " * 6
 
 
@@ -96,6 +116,61 @@ class Timed:
         self.spent.append(time.perf_counter() - started)
 
 
+class SpanReceiver:
+    """The OTLP/HTTP receiver in a process of its own (``threadline.tracing.receiver``)."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "threadline.tracing.receiver"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+        assert self.process.stdout is not None
+        self.endpoint: str = json.loads(self.process.stdout.readline())["endpoint"]
+        self.summary: dict[str, int] = {}
+
+    def stop(self) -> dict[str, int]:
+        if not self.summary:
+            out, _ = self.process.communicate(timeout=30)  # closes its input: it reports
+            self.summary = json.loads(out.strip().splitlines()[-1])
+        return self.summary
+
+
+class TimedTracer:
+    """The tracer, with the time its calls take on the turn's thread kept."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer, self.spent = tracer, 0.0
+
+    def span(self, step: Step, name: str = "", *facts: Fact) -> AbstractContextManager[Span]:
+        started = time.perf_counter()
+        opening = self.tracer.span(step, name, *facts)
+        self.spent += time.perf_counter() - started
+        return TimedSpan(self, opening)
+
+
+class TimedSpan:
+    def __init__(self, timed: TimedTracer, opening: AbstractContextManager[Span]) -> None:
+        self.timed, self.opening = timed, opening
+        self.span: Span | None = None
+
+    def __enter__(self) -> TimedSpan:
+        started = time.perf_counter()
+        self.span = self.opening.__enter__()
+        self.timed.spent += time.perf_counter() - started
+        return self
+
+    def record(self, *facts: Fact) -> None:
+        started = time.perf_counter()
+        assert self.span is not None
+        self.span.record(*facts)
+        self.timed.spent += time.perf_counter() - started
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> Any:
+        started = time.perf_counter()
+        self.opening.__exit__(kind, error, traceback)
+        self.timed.spent += time.perf_counter() - started
+
+
 def conversations(engines: dict[str, Engine], turns: int, first: int) -> dict[str, list[float]]:
     """One conversation of ``turns`` turns per side, turn by turn, the side that goes first
     alternating from ``first``; the time of each turn, in seconds."""
@@ -117,74 +192,179 @@ def trimmed(times: list[float], share: float = 0.05) -> float:
     return sum(sorted(times)[: len(times) - int(len(times) * share)])
 
 
+def traces_to(receiver: SpanReceiver, sample: float = 1.0) -> Tracing:
+    """Traces as ``threadline serve`` sets them up from its environment, to ``receiver``;
+    ``sample`` below 1: that share of turns, by the SDK's trace-id ratio sampler."""
+    os.environ.update(OTEL_TRACES_EXPORTER="otlp", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+    if sample < 1.0:
+        os.environ.update(OTEL_TRACES_SAMPLER="parentbased_traceidratio",
+                          OTEL_TRACES_SAMPLER_ARG=str(sample))
+    tracing = from_environment()
+    assert tracing is not None
+    return tracing
+
+
+def sdk_floor(directory: Path, n: int = 2000) -> dict[str, float]:
+    """What the OpenTelemetry SDK itself costs here, whatever threadline does, in a tight loop
+    (its code hot in the CPU's caches, as it is not between the steps of a real turn): as
+    many bare spans as one of these turns makes (one, and the rest under it) started and
+    ended, µs a turn on the turn's thread; and encoding a span for OTLP (in the batch
+    processor's thread), µs a span."""
+    from opentelemetry import context, trace
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    kept = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    store = SQLiteStore(directory / "floor.db")  # one turn, to count its spans
+    standard_engine(store, ScriptedModel(), tracer=Tracing(provider)).run_turn(MESSAGE)
+    store.close()
+    spans_per_turn = len(kept.get_finished_spans())
+    kept.clear()
+    otel = provider.get_tracer("floor")
+    started = time.perf_counter()
+    for _ in range(n):
+        turn = otel.start_span("turn")
+        token = context.attach(trace.set_span_in_context(turn))
+        for _ in range(spans_per_turn - 1):
+            otel.start_span("step", attributes={"step.n": 1}).end()
+        context.detach(token)
+        turn.end()
+    spans_us = (time.perf_counter() - started) / n * 1e6
+    finished = kept.get_finished_spans()[:1000]
+    started = time.perf_counter()
+    encode_spans(finished).SerializeToString()
+    encode_us = (time.perf_counter() - started) / len(finished) * 1e6
+    provider.shutdown()
+    return {"spans_per_turn": spans_per_turn, "spans_us_per_turn": round(spans_us, 1),
+            "encode_us_per_span": round(encode_us, 1)}
+
+
+def ratios(times: dict[str, list[float]], rounds: dict[str, list[float]]
+           ) -> dict[str, dict[str, float]]:
+    off = times["off"]
+    out = {}
+    for side, t in times.items():
+        if side == "off":
+            continue
+        out[side] = {"ratio": round(sum(t) / sum(off), 4),
+                     "median_round_ratio": round(statistics.median(rounds[side]), 4),
+                     "trimmed_ratio": round(trimmed(t) / trimmed(off), 4),
+                     "p50_ratio": round(statistics.median(t) / statistics.median(off), 4)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--turns", type=int, default=25, help="turns per conversation")
-    parser.add_argument("--scrape-s", type=float, default=1.0, help="the receiver's interval")
+    parser.add_argument("--scrape-s", type=float, default=1.0, help="the scraper's interval")
+    parser.add_argument("--sides", default=",".join(SIDES),
+                        help="which of off, metrics, traces, all (off is always run)")
+    parser.add_argument("--trace-sample", type=float, default=1.0,
+                        help="share of turns traced (the SDK's trace-id ratio sampler); 1: all")
     parser.add_argument("--durability", type=parse_durability, default=Durability.NORMAL)
     parser.add_argument("--quick", action="store_true", help="smoke test: a few seconds")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.turns, args.scrape_s = 3, 5, 0.1
+    sides = ["off", *(s for s in SIDES[1:] if s in args.sides.split(","))]
+    unknown = set(args.sides.split(",")) - set(SIDES)
+    if unknown:
+        parser.error(f"--sides: no side {', '.join(sorted(unknown))}; choose from "
+                     f"{', '.join(SIDES)}")
 
+    spans_in = SpanReceiver()
     with tempfile.TemporaryDirectory() as tmp:
         stores = {side: SQLiteStore(Path(tmp) / f"{side}.db", durability=args.durability)
-                  for side in ("off", "on")}
+                  for side in sides}
         metrics = Metrics()
-        metrics.watch_memory(stores["on"])
+        for side in ("metrics", "all"):
+            if side in stores:
+                metrics.watch_memory(stores[side])
         hook = Timed(metrics.hook)
-        engines = {"off": standard_engine(stores["off"], ScriptedModel()),
-                   "on": standard_engine(stores["on"], ScriptedModel(), hooks=[hook],
-                                         observer=metrics)}
+        tracing = traces_to(spans_in, args.trace_sample) if {"traces", "all"} & set(sides) \
+            else None
+        tracer = None if tracing is None else TimedTracer(tracing)
+        engines: dict[str, Engine] = {}
+        for side in sides:
+            with_metrics = side in ("metrics", "all")
+            engines[side] = standard_engine(
+                stores[side], ScriptedModel(), hooks=[hook] if with_metrics else [],
+                observer=metrics if with_metrics else None,
+                tracer=tracer if side in ("traces", "all") else None)
         server, _ = start_http_server(0, addr="127.0.0.1", registry=metrics.registry)
-        receiver = Receiver(f"http://127.0.0.1:{server.server_port}/metrics", args.scrape_s)
-        receiver.start()
+        scraper = Receiver(f"http://127.0.0.1:{server.server_port}/metrics", args.scrape_s)
+        scraper.start()
         try:
             conversations(engines, args.turns, 0)  # warm-up, untimed
-            times: dict[str, list[float]] = {"off": [], "on": []}
-            ratios = []
+            times: dict[str, list[float]] = {side: [] for side in sides}
+            per_round: dict[str, list[float]] = {side: [] for side in sides}
             for r in range(args.rounds):
                 took = conversations(engines, args.turns, r)
-                for side in times:
+                for side in sides:
                     times[side] += took[side]
-                ratios.append(sum(took["on"]) / sum(took["off"]))
-                print(f"round {r + 1}/{args.rounds}: on ÷ off {ratios[-1]:.3f}",
-                      file=sys.stderr)
+                    per_round[side].append(sum(took[side]) / sum(took["off"]))
+                print(f"round {r + 1}/{args.rounds}: " + ", ".join(
+                    f"{side} ÷ off {per_round[side][-1]:.3f}" for side in sides[1:]),
+                    file=sys.stderr)
         finally:
-            receiver.stop()
+            scraper.stop()
             server.shutdown()
+            if tracing is not None:
+                tracing.shutdown()  # flushes what is still queued to the receiver
+            received = spans_in.stop()["spans"]
             for store in stores.values():
                 store.close()
+        floor = sdk_floor(Path(tmp)) if tracing is not None else None
+        traced_turns = sum(len(times[s]) for s in ("traces", "all") if s in times) + \
+            args.turns * len({"traces", "all"} & set(sides))  # with the warm-up
 
-    ratio = sum(times["on"]) / sum(times["off"])
     per_turn = {side: {"turns": len(t), "mean_ms": round(1000 * statistics.fmean(t), 3),
                        "p50_ms": round(1000 * statistics.median(t), 3)}
                 for side, t in times.items()}
-    report = {"benchmark": "telemetry_overhead", "telemetry": "metrics",
+    compared = ratios(times, per_round)
+    report = {"benchmark": "telemetry_overhead", "sides": sides,
               "durability": str(args.durability), "rounds": args.rounds,
               "turns_per_conversation": args.turns, "scrape_s": args.scrape_s,
-              "scrapes": receiver.scrapes, "samples_per_scrape": receiver.samples,
-              "per_turn": per_turn, "ratio_on_vs_off": round(ratio, 4),
-              "median_round_ratio": round(statistics.median(ratios), 4),
-              "trimmed_ratio": round(trimmed(times["on"]) / trimmed(times["off"]), 4),
-              "p50_ratio": round(per_turn["on"]["p50_ms"] / per_turn["off"]["p50_ms"], 4),
-              "hook_us_per_turn": round(1e6 * statistics.fmean(hook.spent), 2),
+              "scrapes": scraper.scrapes, "samples_per_scrape": scraper.samples,
+              "per_turn": per_turn, "vs_off": compared,
+              "trace_sample": args.trace_sample,
+              "spans_received": received, "traced_turns": traced_turns,
+              "spans_per_traced_turn": round(received / traced_turns, 2)
+              if traced_turns else None,
+              "hook_us_per_turn": round(1e6 * statistics.fmean(hook.spent), 2)
+              if hook.spent else None,
+              "tracer_us_per_turn": round(1e6 * tracer.spent / traced_turns, 2)
+              if tracer is not None and traced_turns else None,
+              "sdk_floor": floor,
               "target": TARGET,
-              "target_met": ratio <= TARGET}
+              "target_met": all(c["ratio"] <= TARGET for c in compared.values())}
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     for side, figures in per_turn.items():
-        print(f"metrics {side:<3}  {figures['turns']:>5} turns  {figures['mean_ms']:>8.3f} ms "
-              f"mean  {figures['p50_ms']:>8.3f} ms p50")
-    verdict = "met" if report["target_met"] else "MISSED"
-    print(f"on ÷ off per-turn time: {ratio:.4f} (median round {report['median_round_ratio']:.4f}, "
-          f"slowest 5% left out {report['trimmed_ratio']:.4f}, p50 {report['p50_ratio']:.4f}; "
-          f"target <= {TARGET}: {verdict}); "
-          f"{receiver.scrapes} scrapes of {receiver.samples} samples; the hook took "
-          f"{report['hook_us_per_turn']:.1f} µs a turn")
+        print(f"{side:<8} {figures['turns']:>5} turns  {figures['mean_ms']:>8.3f} ms mean  "
+              f"{figures['p50_ms']:>8.3f} ms p50")
+    for side, c in compared.items():
+        verdict = "met" if c["ratio"] <= TARGET else "MISSED"
+        print(f"{side} ÷ off per-turn time: {c['ratio']:.4f} (median round "
+              f"{c['median_round_ratio']:.4f}, slowest 5% left out {c['trimmed_ratio']:.4f}, "
+              f"p50 {c['p50_ratio']:.4f}; target <= {TARGET}: {verdict})")
+    print(f"{scraper.scrapes} scrapes of {scraper.samples} samples; "
+          f"{received} spans received for {traced_turns} traced turns; "
+          + (f"the metrics hook took {report['hook_us_per_turn']:.1f} µs a turn"
+             if hook.spent else "no metrics hook ran")
+          + (f", the tracer {report['tracer_us_per_turn']:.1f} µs a turn"
+             if report["tracer_us_per_turn"] is not None else ""))
+    if floor is not None:
+        print(f"the OpenTelemetry SDK alone, in a tight loop: {floor['spans_us_per_turn']:.1f} "
+              f"µs for a turn's {floor['spans_per_turn']} bare spans, and "
+              f"{floor['encode_us_per_span']:.1f} µs a span to encode them for OTLP")
     return 0
 
 

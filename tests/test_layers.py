@@ -27,7 +27,7 @@ LAYERS = [
     ["retrieval"],
     ["memory"],
     ["turn"],
-    ["providers", "hooks", "interop", "metrics", "replay", "stats", "audit"],
+    ["providers", "hooks", "interop", "metrics", "replay", "stats", "audit", "tracing"],
     ["engine"],
     ["standard"],
     ["server"],
@@ -36,7 +36,7 @@ LAYERS = [
     ["__init__", "__main__"],
 ]
 FEATURES = {"memory", "retrieval", "rewrite", "compaction", "providers", "hooks", "eval",
-            "metrics", "replay", "stats", "audit"}
+            "metrics", "replay", "stats", "audit", "tracing"}
 
 
 def _module(path: Path) -> str:

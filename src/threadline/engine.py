@@ -13,7 +13,8 @@ providers (``turn/providers.py``), what follows a turn from turn hooks (``turn/h
 and when to compact from a compactor (``turn/compactor.py``), each handed in by whoever builds
 the engine (``threadline.standard_engine`` wires threadline's own). Lease waits, refusals and
 cancels, compactions and every error a turn raises are reported to an observer
-(``turn/observe.py``), for telemetry.
+(``turn/observe.py``), and each step of a turn (ingest, each provider, each model call, each
+tool call, each commit) runs in a span of its tracer (``turn/trace.py``), for telemetry.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ from threadline.turn.providers import (
 from threadline.turn.respond import pending_calls_of, respond, run_pending
 from threadline.turn.result import TurnResult, finished
 from threadline.turn.tools import Tool, Toolbox, ToolLimits, open_turn
+from threadline.turn.trace import Step, Tracer
+from threadline.turn.trace import guarded as guarded_tracer
 
 __all__ = ["Engine", "TurnResult"]
 
@@ -69,7 +72,7 @@ class Engine:
                  compactor: Compactor | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  lease: LeasePolicy = DEFAULT_LEASE, count: Callable[[str], int] | None = None,
-                 observer: Observer | None = None,
+                 observer: Observer | None = None, tracer: Tracer | None = None,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.store, self.model, self.system = store, model, system
         self.toolbox = Toolbox(tools, tool_limits or ToolLimits())  # the tool loop's harness
@@ -83,6 +86,7 @@ class Engine:
         self.lease = lease  # one turn at a time per conversation, and what a second one does
         self.clock = clock
         self.observer = guarded(observer)  # told of lease waits, compactions and errors
+        self.tracer = guarded_tracer(tracer)  # a span around each step of a turn
         self.count: Callable[[str], int] = lru_cache(maxsize=65_536)(count or model.count_tokens)
         self.model_lock = threading.Lock()  # one backend instance runs one call at a time
         self._memo = MessageMemo()
@@ -96,14 +100,18 @@ class Engine:
         conversation the turn holds its lease (see ``turn/lease.py``). Each context provider
         adds what it finds to the turn's tail; each hook runs once the turn is committed."""
         started = time.perf_counter()
-        try:
-            turn = turn_input(turn, conversation_id=conversation_id, branch=branch,
-                              client_msg_id=client_msg_id, on_busy=on_busy, user_id=user_id,
-                              options=options)
-            return self._run_turn(turn, on_text, started)
-        except Exception as err:
-            self.observer.turn_raised(err)
-            raise
+        with self.tracer.span(Step.TURN) as span:
+            try:
+                turn = turn_input(turn, conversation_id=conversation_id, branch=branch,
+                                  client_msg_id=client_msg_id, on_busy=on_busy,
+                                  user_id=user_id, options=options)
+                span.record(turn)
+                result = self._run_turn(turn, on_text, started)
+            except Exception as err:
+                self.observer.turn_raised(err)
+                raise
+            span.record(result)
+            return result
 
     def _run_turn(self, turn: TurnInput, on_text: OnText | None, started: float
                   ) -> TurnResult:
@@ -126,11 +134,14 @@ class Engine:
         started = time.perf_counter()
         turn = turn if isinstance(turn, TurnInput) else TurnInput(conversation_id=turn,
                                                                   branch=branch)
-        try:
-            return self._answer(turn, on_text, started)
-        except Exception as err:
-            self.observer.turn_raised(err)
-            raise
+        with self.tracer.span(Step.TURN, "", turn) as span:
+            try:
+                result = self._answer(turn, on_text, started)
+            except Exception as err:
+                self.observer.turn_raised(err)
+                raise
+            span.record(result)
+            return result
 
     def _answer(self, turn: TurnInput, on_text: OnText | None, started: float) -> TurnResult:
         if turn.conversation_id is None or turn.text is not None:
@@ -150,7 +161,8 @@ class Engine:
             _refuse_empty(message)
             found = Gathering(turn, message.text, self, lambda: items_before(history, message))
             recorded = record_found(self.store, message, turn.branch,
-                                    gather(self.providers, found, message), self.clock)
+                                    gather(self.providers, found, message, self.tracer),
+                                    self.clock)
             return self._complete(found, message, history[-1], recorded,
                                   watched(on_text, holding), holding, started)
 
@@ -264,16 +276,18 @@ class Engine:
             if seen is not None and holding is not None and not holding.held:
                 holding.take()  # a retry writes no message to take the lease with; under
                 continue        # it, look again: the turn it waited for may have answered
-            gathered = gather(self.providers, found, first)
+            gathered = gather(self.providers, found, first, self.tracer)
             if seen is not None:
                 return seen, found, gathered
             try:
-                ingested = ingest(self.store, text, clock=self.clock,
-                                  max_bytes=self.max_message_bytes, conversation_id=cid,
-                                  branch=branch, client_msg_id=turn.client_msg_id,
-                                  system=self.system, context=[i for _, i in gathered],
-                                  lease=None if holding is None else holding.claim(),
-                                  follows=turn.follows)
+                with self.tracer.span(Step.INGEST) as span:
+                    ingested = ingest(self.store, text, clock=self.clock,
+                                      max_bytes=self.max_message_bytes, conversation_id=cid,
+                                      branch=branch, client_msg_id=turn.client_msg_id,
+                                      system=self.system, context=[i for _, i in gathered],
+                                      lease=None if holding is None else holding.claim(),
+                                      follows=turn.follows)
+                    span.record(ingested.message)
             except LeaseTaken:
                 assert holding is not None
                 holding.wait()  # another turn began meanwhile: after it, look again
@@ -313,9 +327,12 @@ class Engine:
             served = provider.serve(item, found)
             if served is None:
                 continue
-            reply = commit_served(self.store, served, head=head, branch=found.turn.branch,
-                                  clock=self.clock, release_lease=None if holding is None
-                                  else holding.giving_back())
+            with self.tracer.span(Step.COMMIT, "served") as span:
+                reply = commit_served(self.store, served, head=head,
+                                      branch=found.turn.branch, clock=self.clock,
+                                      release_lease=None if holding is None
+                                      else holding.giving_back())
+                span.record(reply)
             if holding is not None:
                 holding.gave_back()
             call = self.store.call(served.call_id)

@@ -42,6 +42,7 @@ from threadline.turn.lease import DEFAULT_LEASE, LeasePolicy
 from threadline.turn.observe import Observer
 from threadline.turn.providers import ContextProvider
 from threadline.turn.tools import Tool, ToolLimits
+from threadline.turn.trace import Tracer
 
 
 def standard_engine(store: Store, model: ModelBackend, *, system: str | None = None,
@@ -53,7 +54,7 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                     lease: LeasePolicy = DEFAULT_LEASE, count: Callable[[str], int] | None = None,
                     rewrite_deadline_s: float = DEFAULT_DEADLINE_S,
-                    observer: Observer | None = None,
+                    observer: Observer | None = None, tracer: Tracer | None = None,
                     clock: Callable[[], datetime] = utc_now) -> Engine:
     """An engine over ``store`` and ``model`` with the standard providers and hooks, then
     ``providers`` and ``hooks`` of the caller's. ``recall`` may be a configured
@@ -78,4 +79,4 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                   providers=[*parts, *providers], hooks=[*after, *hooks],
                   compactor=Compaction(policy, model_extraction=model_extraction),
                   max_message_bytes=max_message_bytes, lease=lease, count=count,
-                  observer=observer, clock=clock)
+                  observer=observer, tracer=tracer, clock=clock)

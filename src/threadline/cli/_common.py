@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.decorators import FC
@@ -23,8 +23,12 @@ from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
 from threadline.standard import standard_engine
 from threadline.stores import MAIN, Store, open_store
+from threadline.tracing import from_environment
 from threadline.turn.hooks import TurnHook
 from threadline.turn.observe import Observer
+
+if TYPE_CHECKING:  # OpenTelemetry is an extra (otel)
+    from threadline.tracing.setup import Tracing
 
 
 @dataclass
@@ -32,6 +36,8 @@ class Context:
     settings: Settings
     _store: Store | None = field(default=None, repr=False)
     _corpora: Corpus | None = field(default=None, repr=False)
+    _tracing: Tracing | None = field(default=None, repr=False)
+    _traced: bool = field(default=False, repr=False)
 
     def store(self) -> Store:
         if self._store is None:
@@ -67,18 +73,29 @@ class Context:
     def model(self, name: str | None = None) -> ModelBackend:
         return create_model(name or self.settings.model, self.settings)
 
+    def tracing(self) -> Tracing | None:
+        """The traces the OTEL_* environment asks for (off unless it does;
+        docs/observability.md), set up once for the command."""
+        if not self._traced:
+            self._tracing, self._traced = from_environment(), True
+            if self._tracing is not None:  # what is left is exported as the command ends
+                click.get_current_context().call_on_close(self._tracing.shutdown)
+        return self._tracing
+
     def engine(self, model: ModelBackend, *, system: str | None = None,
                hooks: Sequence[TurnHook] = (), observer: Observer | None = None) -> Engine:
         """An engine over this store with the standard providers and hooks (recall with the
         settings' dense choice), compacting on its own where the model has a window; then
-        ``hooks``, and ``observer`` told what happens beside the turns."""
+        ``hooks``, and ``observer`` told what happens beside the turns; traced where the
+        environment asks for it."""
+        tracing = self.tracing()
         settings, store = self.settings, self.store()
         return standard_engine(store, model, system=system or settings.system_prompt,
                                max_message_bytes=settings.max_message_bytes,
                                time_in_context=settings.time_in_context,
                                policy=policy_for(model), corpora=self._corpora,
                                recall=self.recall() if store.memory is not None else False,
-                               hooks=hooks, observer=observer)
+                               hooks=hooks, observer=observer, tracer=tracing)
 
 
 pass_context = click.make_pass_decorator(Context)

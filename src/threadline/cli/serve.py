@@ -47,14 +47,16 @@ def serve(ctx: Context, host: str, port: int, require_tokens: bool, metrics_on: 
     if required:
         _require_a_token(ctx, host, require_tokens)
     metrics = service_metrics(ctx, metrics_on)
+    tracing = ctx.tracing()  # a bad OTEL_* setting fails before listening
     model = ctx.model(model_name)  # a missing model fails before listening
     engine = ctx.engine(model) if metrics is None else ctx.engine(
         model, hooks=[metrics.hook], observer=metrics)
     click.echo(f"threadline serving {ctx.store().path} on http://{host}:{port}"
                + (" (bearer tokens required)" if required else "")
-               + ("" if metrics is None else " (metrics at /metrics)"), err=True)
-    uvicorn.run(create_app(engine, metrics, require_tokens=required), host=host, port=port,
-                log_level="warning")
+               + ("" if metrics is None else " (metrics at /metrics)")
+               + ("" if tracing is None else " (traces on)"), err=True)
+    uvicorn.run(create_app(engine, metrics, require_tokens=required, tracing=tracing),
+                host=host, port=port, log_level="warning")
 
 
 def service_metrics(ctx: Context, asked: bool | None) -> Metrics | None:

@@ -7,7 +7,8 @@ the running turn, as the request's ``on_busy`` says); the engine's model runs on
 time; reads never wait. Every error is a JSON body ``{"error": {"type",
 "message", "hint"}}`` with the status its kind implies, and changes nothing. Given a
 :class:`Metrics` (fed by the same engine), ``GET /metrics`` serves them in the Prometheus text
-format (docs/observability.md).
+format (docs/observability.md); given a :class:`Tracing`, each request's trace context is
+the parent of the turn it runs.
 
 Who may call what is decided in ``server/access.py``: every route but the public ones takes
 the caller (``CallerDep``) and checks what it names against it before it reads or writes.
@@ -56,6 +57,7 @@ from threadline.version import __version__
 
 if TYPE_CHECKING:  # prometheus-client is an extra: only a caller that has it passes Metrics
     from threadline.metrics.registry import Metrics
+    from threadline.tracing.setup import Tracing  # so is OpenTelemetry (the otel extra)
 
 # a provider that is overloaded or rate-limiting: the client should come back later
 _STATUS = [(InputError, 400), (Forbidden, 403), (NotFound, 404), (ConflictError, 409),
@@ -92,9 +94,11 @@ class ForkBody(BaseModel):
 
 
 def create_app(engine: Engine, metrics: Metrics | None = None, *,
-               require_tokens: bool = False) -> FastAPI:
+               require_tokens: bool = False, tracing: Tracing | None = None) -> FastAPI:
     """The service over the engine's store; with ``require_tokens``, every request needs a
-    bearer token even while none exists (otherwise only once one does)."""
+    bearer token even while none exists (otherwise only once one does). With ``tracing``
+    (the engine's tracer), each request's trace context (``traceparent``) is the parent of
+    the turn it runs."""
     app = FastAPI(title="threadline", version=__version__,
                   description="Durable, prompt-cache-aware multi-turn conversations.")
     store = engine.store
@@ -102,6 +106,8 @@ def create_app(engine: Engine, metrics: Metrics | None = None, *,
     # the handlers accept could be in it
     guards.install(app, max_body_bytes=8 * engine.max_message_bytes + 64 * 1024)
     access.install(app, store.tokens, required=require_tokens)
+    if tracing is not None:
+        tracing.install(app)  # outermost: the context is current for everything inside
 
     @app.exception_handler(ThreadlineError)
     def _error(_: Request, err: ThreadlineError) -> JSONResponse:

@@ -10,6 +10,7 @@ anyone is still listening.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import queue
 import threading
@@ -53,7 +54,8 @@ def pump(run: Callable[[Callable[[str], None]], TurnResult], *,
         pieces.put(("error", outcome) if isinstance(outcome, BaseException) else
                    ("done", outcome))
 
-    threading.Thread(target=work, daemon=True).start()
+    # in a copy of the caller's context: the turn's spans nest under the request's trace
+    threading.Thread(target=contextvars.copy_context().run, args=(work,), daemon=True).start()
     return _drain(pieces)
 
 

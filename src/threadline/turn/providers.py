@@ -31,6 +31,7 @@ from threadline.plugin import Host
 from threadline.request import TailBlock
 from threadline.stores.base import Store, append
 from threadline.turn.input import TurnInput
+from threadline.turn.trace import QUIET, Step, Tracer
 
 T = TypeVar("T")
 
@@ -184,17 +185,21 @@ def check_turn(turn: TurnInput, providers: Sequence[ContextProvider], *, users: 
         provider.check(turn)
 
 
-def gather(providers: Sequence[ContextProvider], found: Gathering,
-           message: Item | None) -> Gathered:
-    """What each provider finds for the turn; for a message already in the log, only
-    providers that recorded nothing for it yet look (a retry keeps the first try's)."""
+def gather(providers: Sequence[ContextProvider], found: Gathering, message: Item | None,
+           tracer: Tracer = QUIET) -> Gathered:
+    """What each provider finds for the turn, each in a span of ``tracer``; for a message
+    already in the log, only providers that recorded nothing for it yet look (a retry keeps
+    the first try's)."""
     recorded = () if message is None else found.host.store.history(message.conversation_id,
                                                                    found.turn.branch)
     out: Gathered = []
     for provider in providers:
         if message is not None and found_for(provider, recorded, message) is not None:
             continue
-        item = provider.gather(found)
+        with tracer.span(Step.PROVIDER, provider.name) as span:
+            item = provider.gather(found)
+            if item is not None:
+                span.record(item)
         if item is not None:
             out.append((provider, item))
     return out

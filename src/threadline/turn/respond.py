@@ -6,7 +6,8 @@ prefix report (``cache/attribution.py``). A reply ends the turn; tool calls are 
 their call record before any runs ("decided"), each result is committed as soon as it is known
 ("executed"), and the model is called again. After ``max_rounds`` rounds, or past the turn's
 token budget, the last call is made with ``tool_choice="none"`` (the tools stay in the prefix).
-A turn replayed after a crash runs only the decided calls that have no result yet.
+A turn replayed after a crash runs only the decided calls that have no result yet. Each
+call, and each commit of what it produced, runs in a span of the engine's tracer.
 """
 
 from __future__ import annotations
@@ -37,12 +38,14 @@ from threadline.turn.tools import (
     open_turn,
     pending_calls,
 )
+from threadline.turn.trace import Step, Tracer
 
 
 class Responder(Host, Protocol):
     toolbox: Toolbox
     compactor: Compactor | None
     observer: Observer
+    tracer: Tracer
 
 
 def respond(engine: Responder, message: Item, branch: str, on_text: OnText | None, *,
@@ -66,19 +69,24 @@ def respond(engine: Responder, message: Item, branch: str, on_text: OnText | Non
         if rounds >= limits.max_rounds or (limits.max_turn_tokens is not None
                                            and spent >= limits.max_turn_tokens):
             request = replace(request, tool_choice="none")  # the loop's last call
-        with engine.model_lock:  # one backend instance runs one call at a time
-            outcome = call_model(model, request, clock=clock, on_text=on_text)
-        sent = sent_request(request, outcome, model.model_id)
-        completion = outcome.completion
-        measured = report(sent, request, previous(store, head.conversation_id, branch))
-        if completion is not None and completion.reused_from is not None:
-            measured = replace(measured, reused_from=completion.reused_from,
-                               restore_ms=completion.restore_ms)
+        with engine.tracer.span(Step.MODEL_CALL, model.model_id, request, head) as span:
+            with engine.model_lock:  # one backend instance runs one call at a time
+                outcome = call_model(model, request, clock=clock, on_text=on_text)
+            span.record(outcome)
+            sent = sent_request(request, outcome, model.model_id)
+            completion = outcome.completion
+            measured = report(sent, request, previous(store, head.conversation_id, branch))
+            if completion is not None and completion.reused_from is not None:
+                measured = replace(measured, reused_from=completion.reused_from,
+                                   restore_ms=completion.restore_ms)
+            span.record(measured)
         prefix = measured.to_json()
         if completion is None:
-            call = record_failure(store, head=head, branch=branch, request=request,
-                                  outcome=outcome, model_id=model.model_id, clock=clock,
-                                  prefix=prefix)
+            with engine.tracer.span(Step.COMMIT, "failed_call") as span:
+                call = record_failure(store, head=head, branch=branch, request=request,
+                                      outcome=outcome, model_id=model.model_id, clock=clock,
+                                      prefix=prefix)
+                span.record(call)
             calls.append(call)
             assert outcome.error is not None
             if isinstance(outcome.error, KeyboardInterrupt | ThreadlineError):
@@ -86,10 +94,13 @@ def respond(engine: Responder, message: Item, branch: str, on_text: OnText | Non
             raise ModelCallFailed(call.id, outcome.error) from outcome.error
         spent += completion.usage.prompt_tokens + completion.usage.completion_tokens
         if not completion.tool_calls or request.tool_choice == "none":
-            reply, call = commit_reply(store, head=head, branch=branch, request=request,
-                                       outcome=outcome, model_id=model.model_id, clock=clock,
-                                       prefix=prefix, release_lease=None if holding is None
-                                       else holding.giving_back())
+            with engine.tracer.span(Step.COMMIT, "reply") as span:
+                reply, call = commit_reply(store, head=head, branch=branch, request=request,
+                                           outcome=outcome, model_id=model.model_id,
+                                           clock=clock, prefix=prefix,
+                                           release_lease=None if holding is None
+                                           else holding.giving_back())
+                span.record(call)
             if holding is not None:
                 holding.gave_back()  # the reply's commit gave the lease back
             calls.append(call)
@@ -103,9 +114,11 @@ def respond(engine: Responder, message: Item, branch: str, on_text: OnText | Non
         if completion.text:  # what the model said alongside its calls travels with them
             decided[0] = NewItem(decided[0].kind, {**decided[0].content,
                                                    "text": completion.text})
-        head, call = commit_reply(store, head=head, branch=branch, request=request,
-                                  outcome=outcome, model_id=model.model_id, clock=clock,
-                                  prefix=prefix, items=decided)
+        with engine.tracer.span(Step.COMMIT, "tool_calls") as span:
+            head, call = commit_reply(store, head=head, branch=branch, request=request,
+                                      outcome=outcome, model_id=model.model_id, clock=clock,
+                                      prefix=prefix, items=decided)
+            span.record(call)
         calls.append(call)
         rounds += 1
         results += run_pending(engine, head.conversation_id, branch, holding)
@@ -142,7 +155,8 @@ def run_pending(engine: Responder, conversation_id: str, branch: str,
 
     try:
         return execute_in_order(engine.toolbox, pending, history, branch,
-                                before_side_effect=before_side_effect, record=record)
+                                before_side_effect=before_side_effect, record=record,
+                                tracer=engine.tracer)
     except TurnCancelled:
         history = store.history(conversation_id, branch)
         for call in pending_calls(history, pending[0]):  # every call left gets an answer

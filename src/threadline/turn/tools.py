@@ -19,6 +19,7 @@ replayed after a crash runs only the calls that have no recorded result.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ import jsonschema
 from threadline.errors import InputError
 from threadline.items import Item, ItemKind, NewItem, canonical_json
 from threadline.request import ToolSpec
+from threadline.turn.trace import QUIET, Step, Tracer
 
 ToolRun = Callable[[Mapping[str, Any], "ToolContext"], Any]
 
@@ -238,25 +240,33 @@ def open_turn(history: Sequence[Item]) -> Item | None:
 
 def execute_in_order(toolbox: Toolbox, calls: Sequence[Item], history: Sequence[Item],
                      branch: str, *, before_side_effect: Callable[[], None],
-                     record: Callable[[NewItem], Item]) -> list[Item]:
+                     record: Callable[[NewItem], Item], tracer: Tracer = QUIET) -> list[Item]:
     """Run ``calls`` and record each result in the order the model asked for them, whatever
     order they finish in. Calls without side effects run concurrently; side-effecting ones
-    run one at a time, each after ``before_side_effect`` (which may stop the turn)."""
+    run one at a time, each after ``before_side_effect`` (which may stop the turn). Each
+    runs in a span of ``tracer``, and in a copy of the caller's context (its context
+    variables, the current span among them), whichever thread runs it."""
     def side_effect(call: Item) -> bool:
         tool = toolbox.tool(call.content["name"])
         return isinstance(tool, Tool) and tool.side_effect
 
+    def run(call: Item) -> NewItem:
+        with tracer.span(Step.TOOL_CALL, call.content["name"], call) as span:
+            result = toolbox.run(call, seen, branch)
+            span.record(result)
+        return result
+
     seen = list(history)
     recorded = []
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="threadline-tool") as pool:
-        running = {call.seq: pool.submit(toolbox.run, call, seen, branch)
+        running = {call.seq: pool.submit(contextvars.copy_context().run, run, call)
                    for call in calls if not side_effect(call)}
         for call in calls:
             if call.seq in running:
                 result = running[call.seq].result()
             else:
                 before_side_effect()
-                result = toolbox.run(call, seen, branch)
+                result = run(call)
             item = record(result)
             seen.append(item)
             recorded.append(item)
