@@ -153,6 +153,20 @@ def test_every_engine_call_carries_a_report(tmp_path) -> None:  # type: ignore[n
     store.close()
 
 
+def test_a_payload_that_keeps_every_message_and_param_is_append_only() -> None:
+    before, after = assemble(HISTORY[:1], system="s"), assemble(HISTORY, system="s")
+
+    def payload(request: Request, **params: object) -> SentRequest:
+        return SentRequest(model="m", messages=tuple(request.openai_messages()), params=params)
+
+    appended = report(payload(after, stream=True), after,
+                      Previous("p", payload(before, stream=True), layout_of(before)))
+    assert appended.cause is Cause.APPEND_ONLY and appended.reused_bytes > 0
+    changed = report(payload(after, stream=False), after,
+                     Previous("p", payload(before, stream=True), layout_of(before)))
+    assert changed.cause is Cause.TEMPLATE_CHANGED and not changed.expected
+
+
 _turn = st.tuples(st.text(min_size=1, max_size=30).filter(str.strip),
                   st.text(max_size=30),
                   st.booleans(),

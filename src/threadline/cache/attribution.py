@@ -118,6 +118,13 @@ def _attribute(sent: SentRequest, request: Request, previous: Previous, shared_c
         if len(sent.messages) < len(before.messages):
             return Cause.HISTORY_REWRITTEN, "messages were removed from the end of the history", \
                 Divergence(index, reused_bytes, reused_tokens, None, None, "messages")
+        if sent.rendering is None and before.rendering is None and \
+                len(sent.messages) > len(before.messages) and before.params == sent.params:
+            # a payload's JSON closes its message list: appending never keeps it a byte prefix
+            if previous.same_branch:
+                return Cause.APPEND_ONLY, "the previous request's messages are a prefix", None
+            return Cause.FORK, "first call on this branch; compared with the branch it " \
+                "forked from", None
         return Cause.TEMPLATE_CHANGED, "the same messages rendered differently", \
             Divergence(index, reused_bytes, reused_tokens, None, None, "rendering")
     segment = _segment_at(layout, index)
