@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from threadline.cache.prefix import (
@@ -62,6 +62,12 @@ def report(sent: SentRequest, request: Request, previous: Previous | None) -> Pr
         return PrefixReport(None, prompt_bytes, 0, 0, tokens, None if tokens is None else 0,
                             None, None if tokens is None else 0, blocks, Cause.FIRST_CALL,
                             "no earlier call to reuse", None, layout, request.compaction_seq)
+    if rendering is None and not sent.params:
+        # only messages are known (a call that failed before building its payload): they are
+        # measured against the previous request's messages, not its rendering or payload
+        previous = replace(previous, request=SentRequest(previous.request.model,
+                                                         previous.request.messages,
+                                                         history=previous.request.history))
     before = previous.request
     known = known_messages(before, sent)
     reused_tokens = previous_tokens = reused_blocks = None
