@@ -329,6 +329,15 @@ class ModelCall:
     purpose: str = "turn"  # or a side call: "compaction" (constraint extraction)
 
     @property
+    def messages_only(self) -> bool:
+        """A failed call whose backend recorded no payload (it failed before building one):
+        its request is only the messages it meant to send, in no backend's shape, so no
+        other request's rendering or payload compares with it."""
+        request = self.request
+        return self.status is CallStatus.FAILED and request is not None \
+            and request.rendering is None and not request.params
+
+    @property
     def reused_from(self) -> str | None:
         """Where the reused prompt tokens came from, where the backend says: the embedded
         model's ``context``, ``memory`` or ``disk`` (a restored KV snapshot), or ``none``."""

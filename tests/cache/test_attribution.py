@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,7 +16,9 @@ from threadline.cache.attribution import Previous, report
 from threadline.cache.prefix import Cause, PrefixReport, block_hashes, layout_of
 from threadline.calls import Rendering, SentRequest
 from threadline.engine import Engine
+from threadline.errors import ModelCallFailed
 from threadline.items import Item, ItemKind, NewItem, chain_items
+from threadline.models.base import Completion, OnText
 from threadline.models.scripted import ScriptedModel, render_chatml
 from threadline.request import Message, Request, Segment, SegmentKind, Stability, TailBlock
 from threadline.stores.sqlite import SQLiteStore
@@ -150,6 +156,108 @@ def test_every_engine_call_carries_a_report(tmp_path) -> None:  # type: ignore[n
               if c.prefix is not None]
     assert causes == ["first_call", "append_only", "fork"]
     assert store.call(fork.call.id).prefix["previous_call_id"] == second.call.id  # type: ignore[index]
+    store.close()
+
+
+class PayloadModel(ScriptedModel):
+    """The scripted model recording a provider payload (messages and params, no rendering),
+    as the HTTP backends do."""
+
+    def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
+        done = super().complete(request, on_text=on_text)
+        return replace(done, sent=replace(done.sent, rendering=None, params={"stream": True}))
+
+
+def _stored(path: Path, call_id: str) -> tuple[str | None, dict]:
+    """A call's delta base and its delta, as the store wrote them."""
+    with sqlite3.connect(path) as db:
+        base, encoded = db.execute("SELECT base_call_id, request_delta FROM model_calls "
+                                   "WHERE id = ?", (call_id,)).fetchone()
+    return base, json.loads(encoded)
+
+
+def _turns(path: Path, model: ScriptedModel, *, fail: bool) -> tuple[SQLiteStore, list[str]]:
+    """Two turns; with ``fail``, the second's first call fails before any payload is recorded
+    and the turn is answered again. The turn calls' ids."""
+    store = SQLiteStore(path)
+    engine = Engine(store, model)
+    cid = engine.run_turn("one").conversation_id
+    if fail:
+        model.enqueue(RuntimeError("the server went away"))
+        with pytest.raises(ModelCallFailed):
+            engine.run_turn("two", conversation_id=cid)
+        engine.answer(cid)
+    else:
+        engine.run_turn("two", conversation_id=cid)
+    return store, [c.id for c in store.calls(cid)]
+
+
+@pytest.mark.parametrize("shape", ["rendered", "messages"])
+def test_a_retry_is_measured_against_the_call_before_the_failure(tmp_path: Path,
+                                                                shape: str) -> None:
+    def model() -> ScriptedModel:
+        return ScriptedModel() if shape == "rendered" else PayloadModel()
+
+    retrying = model()
+    clean, (_, second) = _turns(tmp_path / "clean.db", model(), fail=False)
+    store, (first, failed, retry) = _turns(tmp_path / "t.db", retrying, fail=True)
+    assert store.call(failed).messages_only
+    reports = {call_id: PrefixReport.from_json(store.call(call_id).prefix or {})
+               for call_id in (failed, retry)}
+    # the retry is measured against the call before the failure, not the failed call's bare
+    # messages (which no backend sent): exactly as the same turn without the failure is
+    expected = PrefixReport.from_json(clean.call(second).prefix or {})
+    assert reports[retry].previous_call_id == first
+    assert replace(reports[retry], previous_call_id=None) == \
+        replace(expected, previous_call_id=None)
+    assert reports[retry].cause is Cause.APPEND_ONLY and reports[retry].reused_bytes > 0
+    # the failed call itself: its messages against the previous request's messages
+    assert reports[failed].previous_call_id == first
+    assert reports[failed].cause is Cause.APPEND_ONLY and reports[failed].reused_bytes > 0
+    # the store encodes the retry against that call too: it adds only its new bytes
+    base, delta = _stored(tmp_path / "t.db", retry)
+    assert base == first and delta["messages"]["keep"] == 1
+    if shape == "rendered":
+        assert delta["prompt"]["keep"] == reports[retry].reused_bytes
+    fresh = SQLiteStore(tmp_path / "t.db")  # and it reads back as the model was given it
+    read = fresh.call(retry).request
+    assert read is not None and list(read.messages) == retrying.requests[-1].openai_messages()
+    assert read.prompt == (render_chatml(retrying.requests[-1]) if shape == "rendered"
+                           else None)
+    for handle in (fresh, store, clean):
+        handle.close()
+
+
+def test_a_payload_that_keeps_every_message_and_param_is_append_only() -> None:
+    before, after = assemble(HISTORY[:1], system="s"), assemble(HISTORY, system="s")
+
+    def payload(request: Request, **params: object) -> SentRequest:
+        return SentRequest(model="m", messages=tuple(request.openai_messages()), params=params)
+
+    appended = report(payload(after, stream=True), after,
+                      Previous("p", payload(before, stream=True), layout_of(before)))
+    assert appended.cause is Cause.APPEND_ONLY and appended.reused_bytes > 0
+    changed = report(payload(after, stream=False), after,
+                     Previous("p", payload(before, stream=True), layout_of(before)))
+    assert changed.cause is Cause.TEMPLATE_CHANGED and not changed.expected
+
+
+def test_a_fork_whose_first_call_failed_is_measured_against_the_other_branch(
+        tmp_path: Path) -> None:
+    model = ScriptedModel()
+    store = SQLiteStore(tmp_path / "t.db")
+    engine = Engine(store, model)
+    first = engine.run_turn("one")
+    cid = first.conversation_id
+    second = engine.run_turn("two", conversation_id=cid)
+    model.enqueue(RuntimeError("the server went away"))
+    with pytest.raises(ModelCallFailed):
+        engine.regenerate(cid, second.reply.seq)
+    branch = store.calls(cid)[-1].branch
+    retry = engine.answer(cid, branch)
+    assert retry.call is not None and retry.call.prefix is not None
+    measured = PrefixReport.from_json(retry.call.prefix)
+    assert (measured.previous_call_id, measured.cause) == (second.call.id, Cause.FORK)
     store.close()
 
 

@@ -2,7 +2,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import Invoke
+from threadline.engine import Engine
+from threadline.errors import ModelCallFailed
+from threadline.models.scripted import ScriptedModel, render_chatml
+from threadline.stores.sqlite import SQLiteStore
 
 
 def test_cache_report_lists_every_call_with_its_cause(tl: Invoke) -> None:
@@ -22,6 +28,29 @@ def test_cache_report_lists_every_call_with_its_cause(tl: Invoke) -> None:
     human = tl("cache", "report", cid)
     assert human.code == 0 and "CAUSE" in human.out and "█" in human.out
     assert "0 unexpected misses" in human.out
+
+
+def test_a_failed_call_and_its_retry_are_no_unexpected_miss(tl: Invoke, home: Path) -> None:
+    home.mkdir(parents=True)
+    model = ScriptedModel()
+    store = SQLiteStore(home / "threadline.db")
+    engine = Engine(store, model)
+    cid = engine.run_turn("hello").conversation_id
+    model.enqueue(RuntimeError("the server went away"))  # before any payload is recorded
+    with pytest.raises(ModelCallFailed):
+        engine.run_turn("are you there?", conversation_id=cid)
+    retry = engine.answer(cid).call
+    store.close()
+    assert retry is not None
+    body = tl("cache", "report", cid, "--json").json()
+    assert [(c["status"], c["cause"]) for c in body["calls"]] == [
+        ("ok", "first_call"), ("failed", "append_only"), ("ok", "append_only")]
+    assert body["unexpected_misses"] == 0 and body["calls"][2]["ratio"] > 0
+    assert "0 unexpected misses" in tl("cache", "report", cid).out
+    listed = tl("calls", "list", cid, "--json").json()
+    assert [c["prefix"]["previous_call_id"] for c in listed][1:] == [listed[0]["call_id"]] * 2
+    shown = tl("calls", "show", retry.id, "--request")
+    assert shown.code == 0 and shown.out == render_chatml(model.requests[-1])
 
 
 def test_cache_report_refuses_unknown_input(tl: Invoke) -> None:

@@ -51,6 +51,19 @@ def test_every_call_of_the_log_replays_to_the_same_bytes(
     assert [r.call.status for r in results if r.compared == "messages"] == [CallStatus.FAILED]
 
 
+def test_the_log_s_failed_call_and_its_retry_are_no_unexpected_miss(
+        recorded_sqlite: tuple[Store, str]) -> None:
+    store, cid = recorded_sqlite
+    calls = [c for c in store.calls(cid) if c.purpose == "turn"]
+    assert [(c.id, c.prefix and c.prefix["cause"]) for c in calls
+            if not (c.prefix and c.prefix["expected"])] == []
+    n = next(n for n, c in enumerate(calls) if c.status is CallStatus.FAILED)
+    # both are measured against the call before the failure, not its bare messages
+    assert calls[n].prefix and calls[n + 1].prefix
+    assert calls[n].prefix["previous_call_id"] == calls[n - 1].id
+    assert calls[n + 1].prefix["previous_call_id"] == calls[n - 1].id
+
+
 def test_one_call_replays_by_its_id(recorded_sqlite: tuple[Store, str]) -> None:
     store, cid = recorded_sqlite
     last = store.calls(cid)[-1]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from threadline.cache.prefix import (
@@ -62,6 +62,12 @@ def report(sent: SentRequest, request: Request, previous: Previous | None) -> Pr
         return PrefixReport(None, prompt_bytes, 0, 0, tokens, None if tokens is None else 0,
                             None, None if tokens is None else 0, blocks, Cause.FIRST_CALL,
                             "no earlier call to reuse", None, layout, request.compaction_seq)
+    if rendering is None and not sent.params:
+        # only messages are known (a call that failed before building its payload): they are
+        # measured against the previous request's messages, not its rendering or payload
+        previous = replace(previous, request=SentRequest(previous.request.model,
+                                                         previous.request.messages,
+                                                         history=previous.request.history))
     before = previous.request
     known = known_messages(before, sent)
     reused_tokens = previous_tokens = reused_blocks = None
@@ -118,6 +124,13 @@ def _attribute(sent: SentRequest, request: Request, previous: Previous, shared_c
         if len(sent.messages) < len(before.messages):
             return Cause.HISTORY_REWRITTEN, "messages were removed from the end of the history", \
                 Divergence(index, reused_bytes, reused_tokens, None, None, "messages")
+        if sent.rendering is None and before.rendering is None and \
+                len(sent.messages) > len(before.messages) and before.params == sent.params:
+            # a payload's JSON closes its message list: appending never keeps it a byte prefix
+            if previous.same_branch:
+                return Cause.APPEND_ONLY, "the previous request's messages are a prefix", None
+            return Cause.FORK, "first call on this branch; compared with the branch it " \
+                "forked from", None
         return Cause.TEMPLATE_CHANGED, "the same messages rendered differently", \
             Divergence(index, reused_bytes, reused_tokens, None, None, "rendering")
     segment = _segment_at(layout, index)

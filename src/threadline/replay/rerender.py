@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from threadline.calls import CallStatus, ModelCall, SentRequest
+from threadline.calls import ModelCall, SentRequest
 from threadline.models.scripted import scripted_rendering
 from threadline.render.openai import render_openai
 from threadline.request import Request
@@ -77,7 +77,7 @@ def rerenderer(call: ModelCall) -> Rerender | None:
     """How to render a request again as ``call``'s backend did (None: replay cannot)."""
     recorded = call.request
     assert recorded is not None
-    if call.status is CallStatus.FAILED and recorded.rendering is None and not recorded.params:
+    if call.messages_only:
         return _messages_only  # failed before building a payload: it recorded its messages
     for prefix, rerender in RERENDERERS.items():
         if recorded.model == prefix or (prefix.endswith(":")

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
-from threadline.calls import ModelCall, SentRequest
+from threadline.calls import CallStatus, ModelCall, SentRequest
 from threadline.errors import (
     ClientMessageConflict,
     InputError,
@@ -238,7 +238,8 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
                     self._forget(cid)
                     raise UnknownConversation(cid) from err
                 raise
-        if call is not None and call.request is not None and call.purpose == "turn":
+        if call is not None and call.request is not None and call.purpose == "turn" \
+                and call.status is CallStatus.OK:
             self._remember(call, call.request)  # the next turn's request is stored against it
         return CommitResult(items=items, call=call, branch=new_branch)
 
@@ -308,7 +309,8 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
     def _insert_call(self, db: Session, call: ModelCall, reply_seq: int | None) -> ModelCall:
         assert call.request is not None, "a recorded call carries its request"
         # any earlier call of the conversation is a correct base; the newest one on the branch
-        # is usually the best, and this handle usually still holds it
+        # that succeeded is usually the best (a failed one may hold only its messages, and the
+        # retry's prompt would be stored whole), and this handle usually still holds it
         remembered = self._requests.get((call.conversation_id, call.branch))
         base_id: str | None
         base: SentRequest | None
@@ -335,14 +337,15 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         return replace(call, reply_seq=reply_seq)
 
     def _base_call(self, db: Session, conversation_id: str, branch: str) -> str | None:
-        """The call a new request is stored against: the branch's last, else the
-        conversation's last (a fork's first call usually shares its parent's prefix)."""
+        """The call a new request is stored against: the branch's last that succeeded, else
+        the conversation's (a fork's first call usually shares its parent's prefix)."""
         row = db.one(f"SELECT id FROM model_calls WHERE conversation_id = ? AND branch = ? "
-                     f"AND purpose = 'turn' ORDER BY {self.CALL_ORDER} DESC LIMIT 1",
-                     (conversation_id, branch))
+                     f"AND purpose = 'turn' AND status = 'ok' "
+                     f"ORDER BY {self.CALL_ORDER} DESC LIMIT 1", (conversation_id, branch))
         if row is None:
             row = db.one(f"SELECT id FROM model_calls WHERE conversation_id = ? "
-                         f"ORDER BY {self.CALL_ORDER} DESC LIMIT 1", (conversation_id,))
+                         f"AND status = 'ok' ORDER BY {self.CALL_ORDER} DESC LIMIT 1",
+                         (conversation_id,))
         return None if row is None else str(row[0])
 
     def _request(self, db: Session, call_id: str) -> SentRequest:

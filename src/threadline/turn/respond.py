@@ -166,13 +166,30 @@ def run_pending(engine: Responder, conversation_id: str, branch: str,
 
 def previous(store: Store, conversation_id: str, branch: str) -> Previous | None:
     """The call a new one's prefix is measured against: the branch's last, else (the first
-    call on a fork) the conversation's last."""
-    last = store.last_call(conversation_id, branch)
+    call on a fork) the conversation's last. A failed call that recorded only its messages
+    (``ModelCall.messages_only``) is passed over for the one before it: compared with a
+    rendering or a payload, its bytes would name a miss that never happened."""
+    last = _comparable_last(store, conversation_id, branch)
     same_branch = last is not None
     if last is None:
-        last = store.last_call(conversation_id)
+        last = _comparable_last(store, conversation_id, None)
     if last is None or last.request is None:
         return None
     found = PrefixReport.from_json(last.prefix) if last.prefix else None
     return Previous(last.id, last.request, () if found is None else found.layout,
                     same_branch, None if found is None else found.compaction_seq)
+
+
+def _comparable_last(store: Store, conversation_id: str, branch: str | None) -> ModelCall | None:
+    """The newest turn call on ``branch`` (any branch with None) that is not messages-only."""
+    last = store.last_call(conversation_id, branch)
+    if last is None or not last.messages_only:
+        return last
+    # only after a failure: the listing carries no requests, so older failures are read
+    for listed in reversed(store.calls(conversation_id, branch=branch)):
+        if listed.purpose != "turn" or listed.id == last.id:
+            continue
+        call = store.call(listed.id)
+        if not call.messages_only:
+            return call
+    return None
