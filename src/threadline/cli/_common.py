@@ -108,6 +108,19 @@ def json_option(help: str = "Print JSON.") -> Callable[[FC], FC]:
     return click.option("--json", "as_json", is_flag=True, help=help)
 
 
+def billing_options(what: str = "Cache profile to bill under (see: threadline cost profiles)."
+                    ) -> Callable[[FC], FC]:
+    """``--profile`` (passed as ``profile_name``) and ``--input-price``: how recorded calls
+    are billed, the same way in every command that prices them."""
+    def decorate(command: FC) -> FC:
+        command = click.option("--input-price", type=click.FloatRange(min=0), default=3.0,
+                               show_default=True, metavar="USD_PER_MTOK",
+                               help="List price of input tokens, USD per million.")(command)
+        return click.option("--profile", "profile_name", default="anthropic-5m",
+                            show_default=True, help=what)(command)
+    return decorate
+
+
 def model_option(help: str = "Model backend.", *,
                  default: str = "$THREADLINE_MODEL, else local") -> Callable[[FC], FC]:
     """``--model``, one of threadline's model backends, passed as ``model_name``; ``help``

@@ -10,7 +10,14 @@ from typing import Any
 import click
 
 from threadline.cache.pricing import profile
-from threadline.cli._common import Context, json_option, output, pass_context, table
+from threadline.cli._common import (
+    Context,
+    billing_options,
+    json_option,
+    output,
+    pass_context,
+    table,
+)
 from threadline.errors import InputError
 
 
@@ -48,11 +55,8 @@ def audit() -> None:
 @click.option("--since", metavar="YYYY-MM-DD",
               help="First UTC day. Default: the newest day --out holds, else the log's first.")
 @click.option("--until", metavar="YYYY-MM-DD", help="Last UTC day (included). Default: today.")
-@click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
-              help="Cache profile the cost columns are billed under (threadline cost "
+@billing_options("Cache profile the cost columns are billed under (threadline cost "
                    "profiles).")
-@click.option("--input-price", type=click.FloatRange(min=0), default=3.0, show_default=True,
-              metavar="USD_PER_MTOK", help="List price of input tokens, USD per million.")
 @click.option("--no-content", is_flag=True,
               help="Leave out the content columns: messages, replies, requests, summaries.")
 @click.option("--rows-per-file", type=click.IntRange(min=1), default=100_000,

@@ -14,6 +14,7 @@ from threadline.cache.pricing import profile
 from threadline.cache.report import CallReuse, chart, reuse_of
 from threadline.cli._common import (
     Context,
+    billing_options,
     branch_option,
     confirm,
     json_option,
@@ -70,10 +71,7 @@ def clear(ctx: Context, yes: bool, as_json: bool) -> None:
 @cache.command("report")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @branch_option("Only calls on this branch.", default=None)
-@click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
-              help="Cache profile to bill under (see: threadline cost profiles).")
-@click.option("--input-price", type=click.FloatRange(min=0), default=3.0, show_default=True,
-              metavar="USD_PER_MTOK", help="List price of input tokens, USD per million.")
+@billing_options()
 @json_option()
 @pass_context
 def report(ctx: Context, conversation_id: str, branch: str | None, profile_name: str,

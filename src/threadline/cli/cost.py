@@ -12,7 +12,14 @@ import click
 from threadline.cache.pricing import profile, profiles
 from threadline.cache.simulate import Scenario, Simulation, simulate
 from threadline.cache.tokens import default_tokenizer
-from threadline.cli._common import Context, json_option, output, pass_context, table
+from threadline.cli._common import (
+    Context,
+    billing_options,
+    json_option,
+    output,
+    pass_context,
+    table,
+)
 from threadline.eval.replay import POLICIES, ReplayResult, replay
 from threadline.interop.importers import ImportRecord, read_records
 
@@ -88,10 +95,7 @@ def profiles_(as_json: bool) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(["sharegpt", "openai-jsonl"]), required=True,
               help="sharegpt records, or OpenAI messages (read as by import: docs/import.md).")
-@click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
-              help="Cache profile to bill under.")
-@click.option("--input-price", type=click.FloatRange(min=0), default=3.0, show_default=True,
-              metavar="USD_PER_MTOK", help="List price of input tokens, USD per million.")
+@billing_options("Cache profile to bill under.")
 @click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES)),
               help="Assembly policies to compare (repeatable). Default: all.")
 @click.option("--limit", type=click.IntRange(min=1), help="Replay at most this many.")

@@ -7,7 +7,14 @@ from typing import Any
 import click
 
 from threadline.cache.pricing import profile
-from threadline.cli._common import Context, json_option, output, pass_context, table
+from threadline.cli._common import (
+    Context,
+    billing_options,
+    json_option,
+    output,
+    pass_context,
+    table,
+)
 from threadline.items import utc_now
 from threadline.stats import (
     GROUPINGS,
@@ -32,10 +39,7 @@ _TITLES = {"ttft_ms": "ttft ms", "reuse_ratio": "reuse", "prompt_tokens": "promp
 @click.option("--group", "grouping", type=click.Choice(GROUPINGS), default="auto",
               show_default=True, help="One row per turn index, per bucket of indexes (1, "
                                       "2-5, 6-10, …), or auto: buckets past 20 indexes.")
-@click.option("--profile", "profile_name", default="anthropic-5m", show_default=True,
-              help="Cache profile to bill under (see: threadline cost profiles).")
-@click.option("--input-price", type=click.FloatRange(min=0), default=3.0, show_default=True,
-              metavar="USD_PER_MTOK", help="List price of input tokens, USD per million.")
+@billing_options()
 @json_option()
 @pass_context
 def stats(ctx: Context, conversations: tuple[str, ...], since: str | None, grouping: str,
