@@ -273,3 +273,31 @@ def test_an_engine_s_turns_are_stored_by_the_boundary_check_and_read_back_exactl
         assert read.prompt == render_chatml(request)
     fresh.close()
     store.close()
+
+
+def test_turn_after_turn_of_messages_alone_no_report_serialises_a_whole_payload(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request of messages alone (no params, no rendering) keeps the size measured for it, so
+    each later report measures only the new tail, turn after turn."""
+    sender = Sender("messages")
+    history = _chain(*_turns(300), NewItem.user("now"))
+    request, sent = sender.send(history)
+    previous = Previous("c0", sent, layout_of(request))
+    report(sent, request, None)
+    sent.payload_size()  # as the engine's first report and the store's record measure it
+    whole: list[int] = []
+    serialise = SentRequest.payload_json
+
+    def counting(self: SentRequest) -> str:
+        text = serialise(self)
+        whole.append(len(text))
+        return text
+
+    monkeypatch.setattr(SentRequest, "payload_json", counting)
+    for n in range(3):
+        history = _then(history, NewItem.assistant(f"reply {n}"), NewItem.user(f"next {n}"))
+        request, sent = sender.send(history)
+        result = report(sent, request, previous)
+        assert str(result.cause) == "append_only"
+        previous = Previous(f"c{n + 1}", sent, layout_of(request))
+    assert whole == []

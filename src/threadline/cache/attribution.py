@@ -62,9 +62,11 @@ def report(sent: SentRequest, request: Request, previous: Previous | None) -> Pr
         return PrefixReport(None, prompt_bytes, 0, 0, tokens, None if tokens is None else 0,
                             None, None if tokens is None else 0, blocks, Cause.FIRST_CALL,
                             "no earlier call to reuse", None, layout, request.compaction_seq)
-    if rendering is None and not sent.params:
+    if rendering is None and not sent.params and (previous.request.rendering is not None
+                                                  or previous.request.params):
         # only messages are known (a call that failed before building its payload): they are
-        # measured against the previous request's messages, not its rendering or payload
+        # measured against the previous request's messages, not its rendering or payload (a
+        # previous request of messages alone is kept as it is, with its measured size)
         previous = replace(previous, request=SentRequest(previous.request.model,
                                                          previous.request.messages,
                                                          history=previous.request.history))
