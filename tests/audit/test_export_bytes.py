@@ -106,7 +106,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, fixed: None) -> Iterat
         built.close()
 
 
-def test_the_export_is_byte_for_byte_the_pinned_one(store: Store, tmp_path: Path) -> None:
+@pytest.mark.parametrize("per_read", [None, 1])
+def test_the_export_is_byte_for_byte_the_pinned_one(store: Store, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   per_read: int | None) -> None:
+    if per_read is not None:  # each conversation a batch of its own: the same files
+        monkeypatch.setattr("threadline.audit.rows.CONVERSATIONS_PER_READ", per_read)
     out = tmp_path / "audit"
     export(store, open_target(str(out)), ExportOptions(Pricing(profile("anthropic-5m"), 3.0)),
            until=date(2026, 3, 2))
