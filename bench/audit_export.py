@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from threadline.audit import ExportOptions, Pricing, export, open_target
 from threadline.audit.export import day_start
-from threadline.audit.rows import DayRows, Entries, conversation_rows, sort
+from threadline.audit.rows import Entries, day_rows
 from threadline.audit.tables import ROW_GROUP_ROWS, TABLES
 from threadline.cache.pricing import profile
 from threadline.engine import Engine
@@ -85,12 +85,8 @@ def bare_write(store: SQLiteStore, options: ExportOptions, out: Path) -> tuple[i
     today = utc_now().date()
     built = []
     for day in (today - timedelta(days=1), today):
-        rows = DayRows()
         start, end = day_start(day), day_start(day + timedelta(days=1))
-        for cid in audit.active(start, end):
-            conversation_rows(store, audit, cid, start, end, options.pricing, [],
-                              Entries(store), rows)
-        sort(rows)
+        rows = day_rows(audit, start, end, options.pricing, {}, Entries(store))
         built.append((day, rows.tables()))
     count = sum(len(r) for _, tables in built for r in tables.values())
     started = time.perf_counter()

@@ -19,7 +19,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from threadline.audit.manifest import NAME, FileEntry, Manifest
-from threadline.audit.rows import DayRows, Entries, Pricing, Row, conversation_rows, sort
+from threadline.audit.rows import DayRows, Entries, Pricing, Row, day_rows
 from threadline.audit.tables import TABLES, encode
 from threadline.audit.target import Target
 from threadline.errors import InputError
@@ -126,13 +126,8 @@ def export(store: Store, target: Target, options: ExportOptions, *,
     entries = Entries(store)
     seen: set[str] = set()
     for day in _active_days(audit, since, until):
-        rows = DayRows()
         start, end = day_start(day), day_start(day + timedelta(days=1))
-        for conversation_id in audit.active(start, end):
-            conversation_rows(store, audit, conversation_id, start, end, options.pricing,
-                              jobs.get(conversation_id, []), entries, rows)
-        sort(rows)
-        writer.day(day.isoformat(), rows)
+        writer.day(day.isoformat(), day_rows(audit, start, end, options.pricing, jobs, entries))
         seen.add(day.isoformat())
         result.days.append(day.isoformat())
     low = "" if since is None else since.isoformat()

@@ -19,13 +19,14 @@ from typing import Any
 
 from threadline.cache.pricing import CacheProfile
 from threadline.cache.report import CallReuse, reuse_of
-from threadline.calls import ModelCall, SentRequest
-from threadline.items import Branch, Item, ItemKind, canonical_json
-from threadline.stores.audit import AuditBackend
+from threadline.calls import ModelCall
+from threadline.items import Branch, Item, ItemKind
+from threadline.stores.audit import AuditBackend, LoggedCall, LoggedConversation
 from threadline.stores.base import Store
 from threadline.stores.memory import MemoryEntry, MemoryJob
 
 Row = dict[str, Any]
+CONVERSATIONS_PER_READ = 256  # a few statements a batch; its calls' deltas held meanwhile
 
 
 @dataclass(frozen=True)
@@ -65,36 +66,47 @@ class Entries:
         return found.get(entry_id)
 
 
-def conversation_rows(store: Store, audit: AuditBackend, conversation_id: str,
-                      start: datetime, end: datetime, pricing: Pricing,
-                      jobs: Sequence[MemoryJob], entries: Entries, into: DayRows) -> None:
+def day_rows(audit: AuditBackend, start: datetime, end: datetime, pricing: Pricing,
+             jobs: Mapping[str, Sequence[MemoryJob]], entries: Entries) -> DayRows:
+    """The rows of [start, end), sorted, read a batch of conversations at a time."""
+    rows = DayRows()
+    active = audit.active(start, end)
+    for first in range(0, len(active), CONVERSATIONS_PER_READ):
+        for conversation in audit.conversations(
+                active[first:first + CONVERSATIONS_PER_READ], start, end):
+            conversation_rows(conversation, start, end, pricing,
+                              jobs.get(conversation.id, ()), entries, rows)
+    sort(rows)
+    return rows
+
+
+def conversation_rows(conversation: LoggedConversation, start: datetime, end: datetime,
+                      pricing: Pricing, jobs: Sequence[MemoryJob], entries: Entries,
+                      into: DayRows) -> None:
     """Add the conversation's rows for [start, end) to ``into``."""
     def within(moment: datetime) -> bool:
         return start <= moment < end
 
-    items = audit.items(conversation_id)
+    cid, items, branches = conversation.id, conversation.items, conversation.branches
     by_seq = {item.seq: item for item in items}
-    calls = store.calls(conversation_id)
+    calls = [logged.call for logged in conversation.calls]
+    prefixes = {logged.call.id: logged.prefix_json for logged in conversation.calls}
     reuse = {r.call.id: r for r in reuse_of(calls, pricing.profile, pricing.input_price)}
-    order = {call.id: n for n, call in enumerate(calls)}
     by_turn: dict[tuple[str, int], list[ModelCall]] = defaultdict(list)
     for call in calls:
         by_turn[(call.branch, call.turn)].append(call)
-    branches = store.branches(conversation_id)
     for branch in branches:
         groups: dict[int, list[Item]] = defaultdict(list)
         for item in _history(items, branches, branch.name):
             groups[item.turn].append(item)
         for turn in sorted(set(groups) | {t for b, t in by_turn if b == branch.name}):
-            row = _turn_row(conversation_id, branch.name, turn, groups.get(turn, []),
-                            by_turn.get((branch.name, turn), []), reuse, by_seq)
+            row = _turn_row(cid, branch.name, turn, groups.get(turn, []),
+                            by_turn.get((branch.name, turn), []), reuse, prefixes, by_seq)
             if row is not None and within(row["started_at"]):
                 into.turns.append(row)
-    in_day = [call for call in calls if within(call.started_at)]
-    requests = audit.requests(conversation_id, [call.id for call in in_day])
-    for call in in_day:
-        into.calls.append(_call_row(call, requests[call.id], reuse[call.id], order[call.id],
-                                    into.requests))
+    for order, logged in enumerate(conversation.calls):
+        if logged.request is not None:  # started in the window read
+            into.calls.append(_call_row(logged, reuse[logged.call.id], order, into.requests))
     for item in items:
         if item.kind is ItemKind.COMPACTION and within(item.created_at):
             into.compactions.append(_compaction_row(item, by_seq))
@@ -135,7 +147,7 @@ def sort(rows: DayRows) -> None:
 
 def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Item],
               calls: Sequence[ModelCall], reuse: Mapping[str, CallReuse],
-              by_seq: Mapping[int, Item]) -> Row | None:
+              prefixes: Mapping[str, str | None], by_seq: Mapping[int, Item]) -> Row | None:
     own = [item for item in group if item.branch == branch]
     user = next((item for item in group if item.kind is ItemKind.USER), None)
     if turn == 0 or user is None or not (own or calls):
@@ -180,8 +192,7 @@ def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Item
         "prefix_ratio": None if prefix is None else round(prefix.ratio, 6),
         "prefix_cause": None if prefix is None else str(prefix.cause),
         "prefix_expected": None if prefix is None else prefix.expected,
-        "prefix_report": None if first is None or first.prefix is None
-        else canonical_json(dict(first.prefix)),
+        "prefix_report": None if first is None else prefixes[first.id],
         "ttft_ms": None if first is None else first.timings.ttft_ms,
         "total_ms": sum(c.timings.total_ms for c in calls) if calls else None,
     }
@@ -191,26 +202,26 @@ def _last(items: Sequence[Item], kind: ItemKind) -> Item | None:
     return next((item for item in reversed(items) if item.kind is kind), None)
 
 
-def _call_row(call: ModelCall, request: SentRequest, reuse: CallReuse, order: int,
-              requests: dict[str, Row]) -> Row:
-    exact = request.exact_bytes()
-    sha = hashlib.sha256(exact).hexdigest()
+def _call_row(logged: LoggedCall, reuse: CallReuse, order: int, requests: dict[str, Row]
+              ) -> Row:
+    """The call's row, its request's row added to ``requests`` the first time it is sent;
+    the response and prefix report as the log stores them (canonical JSON)."""
+    call, exact = logged.call, logged.request
+    assert exact is not None
+    sha = hashlib.sha256(exact.data).hexdigest()
     if sha not in requests:
-        requests[sha] = {"request_sha256": sha, "request_bytes": len(exact),
-                         "encoding": "canonical-json" if request.rendering is None
-                         else "rendered-prompt", "request": exact}
+        requests[sha] = {"request_sha256": sha, "request_bytes": len(exact.data),
+                         "encoding": exact.encoding, "request": exact.data}
     return {"call_id": call.id, "conversation_id": call.conversation_id, "branch": call.branch,
             "turn": call.turn, "purpose": call.purpose, "status": str(call.status),
             "model": call.model, "started_at": call.started_at, "head_seq": call.head_seq,
-            "reply_seq": call.reply_seq, "request_sha256": sha, "request_bytes": len(exact),
-            "prompt_tokens": call.usage.prompt_tokens,
+            "reply_seq": call.reply_seq, "request_sha256": sha,
+            "request_bytes": len(exact.data), "prompt_tokens": call.usage.prompt_tokens,
             "cached_tokens": call.usage.cached_tokens,
             "completion_tokens": call.usage.completion_tokens,
             "ttft_ms": call.timings.ttft_ms, "total_ms": call.timings.total_ms,
-            "cost_usd": reuse.cost_usd,
-            "prefix_report": None if call.prefix is None else canonical_json(dict(call.prefix)),
-            "error": call.error, "response": canonical_json(dict(call.response)),
-            "_order": order}
+            "cost_usd": reuse.cost_usd, "prefix_report": logged.prefix_json,
+            "error": call.error, "response": logged.response_json, "_order": order}
 
 
 def _compaction_row(item: Item, by_seq: Mapping[int, Item]) -> Row:

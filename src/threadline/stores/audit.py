@@ -1,19 +1,50 @@
 """The AuditBackend protocol: what an audit export reads from the log, by time.
 
 The Store protocol reads by conversation; an export reads by UTC day, so it needs to find the
-conversations active in a window without opening every conversation, every item of one
-conversation (all branches) in one read, and the exact requests of chosen calls without
-decoding each call's delta chain from its root again (``stores/delta.py``).
+conversations active in a window without opening every conversation, and then to read many
+conversations at once: a few statements for a whole batch (their items on every branch, their
+branches, their calls), not several per conversation, and the exact requests of the calls in
+the window without decoding each call's delta chain from its root again
+(``stores/delta.py``). Calls come with their response and prefix report as stored (canonical
+JSON), so what an export writes of them is the log's own text, not a re-encoding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from threadline.calls import SentRequest
-from threadline.items import Item
+from threadline.calls import ModelCall
+from threadline.items import Branch, Item
+
+RENDERED_PROMPT = "rendered-prompt"  # the exact request is the prompt the backend rendered
+CANONICAL_JSON = "canonical-json"    # or the provider payload of model, messages and params
+
+
+@dataclass(frozen=True)
+class ExactRequest:
+    """A call's request as the model consumed it (``SentRequest.exact_bytes``)."""
+
+    data: bytes
+    encoding: str  # RENDERED_PROMPT | CANONICAL_JSON
+
+
+@dataclass(frozen=True)
+class LoggedCall:
+    call: ModelCall              # without its request
+    response_json: str           # ``call.response`` as stored: canonical JSON
+    prefix_json: str | None      # ``call.prefix`` as stored
+    request: ExactRequest | None  # for a call started in the window read, else None
+
+
+@dataclass(frozen=True)
+class LoggedConversation:
+    id: str
+    items: list[Item]        # every item, on every branch, by seq
+    branches: list[Branch]   # as ``Store.branches`` lists them
+    calls: list[LoggedCall]  # as ``Store.calls`` lists them
 
 
 class AuditBackend(Protocol):
@@ -29,7 +60,8 @@ class AuditBackend(Protocol):
         """Every item of the conversation, on every branch, by seq."""
         ...
 
-    def requests(self, conversation_id: str, call_ids: Collection[str]
-                 ) -> dict[str, SentRequest]:
-        """The exact request of each of ``call_ids`` (calls of this conversation), by id."""
+    def conversations(self, conversation_ids: Sequence[str], start: datetime, end: datetime
+                      ) -> list[LoggedConversation]:
+        """The conversations, in the order given (one deleted meanwhile is left out), each
+        call started in [start, end) with its exact request."""
         ...

@@ -1,30 +1,40 @@
 """The audit export's reads over SQL, shared by the SQLite and PostgreSQL stores, like the log
 in ``stores/relational.py``.
 
-Requests are decoded in call order with the last few kept whole: each call's delta
-(``stores/delta.py``) is applied to its base's decoded fields instead of walking the chain back
-to its root, so reading every request of a conversation costs the requests' size, not the
-square of the chain's length.
+A batch of conversations is read in three statements (items, branches, calls with their
+request deltas), whatever its size; each call's exact request is rebuilt from the deltas
+(``stores/delta_fields.py``).
 """
 
 from __future__ import annotations
 
-import json
-from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Sequence
 from datetime import datetime
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
-from threadline.calls import Rendering, SentRequest
-from threadline.errors import StoreError
-from threadline.items import Item, format_time
-from threadline.stores.rows import item_from_row, stored_time
+from threadline.calls import SentRequest
+from threadline.items import Branch, Item, format_time
+from threadline.stores.audit import (
+    CANONICAL_JSON,
+    RENDERED_PROMPT,
+    ExactRequest,
+    LoggedCall,
+    LoggedConversation,
+)
+from threadline.stores.delta_fields import DeltaFields
+from threadline.stores.rows import call_from_row, item_from_row, stored_time
 from threadline.stores.sessions import Database
 
 _ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
                  "created_at, client_msg_id")
-_KEEP_DECODED = 8  # a call's base is almost always one of the few calls just before it
-_FIELDS = ("messages", "prompt", "tokens")  # as stores/delta.py encodes them
+# ``stores/rows.py: call_from_row``'s columns, then the request's delta and its base
+_CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
+                 "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
+                 "started_at, error, prefix_report, purpose, base_call_id, request_delta")
+_RESPONSE, _PREFIX, _BASE, _DELTA = 8, 16, 18, 19
+_by_conversation = itemgetter(0)
 
 
 class SQLAudit:
@@ -54,58 +64,49 @@ class SQLAudit:
                           "ORDER BY seq", (conversation_id,))
         return [item_from_row(row) for row in rows]
 
-    def requests(self, conversation_id: str, call_ids: Collection[str]
-                 ) -> dict[str, SentRequest]:
-        wanted = set(call_ids)
-        if not wanted:
-            return {}
+    def conversations(self, conversation_ids: Sequence[str], start: datetime, end: datetime
+                      ) -> list[LoggedConversation]:
+        if not conversation_ids:
+            return []
+        ids = tuple(conversation_ids)
+        among = f"conversation_id IN ({', '.join('?' * len(ids))})"
         with self._db.reading() as db:
-            rows = db.all(f"SELECT id, base_call_id, request_delta FROM model_calls WHERE "
-                          f"conversation_id = ? ORDER BY {self._order}", (conversation_id,))
-        deltas: dict[str, tuple[str | None, dict[str, Any]]] = {}
-        decoded: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        out: dict[str, SentRequest] = {}
-        last = max((i for i, row in enumerate(rows) if row[0] in wanted), default=-1)
-        for call_id, base, text in rows[: last + 1]:
-            deltas[call_id] = (base, json.loads(text))
-            if call_id in wanted:
-                fields = _fields(call_id, deltas, decoded)
-                prompt, tokens = fields["prompt"], fields["tokens"]
-                out[call_id] = SentRequest(
-                    model=fields["model"], params=fields["params"],
-                    messages=tuple(fields["messages"] or ()),
-                    rendering=None if prompt is None else Rendering.of(prompt, tokens))
-        return out
+            items = db.all(f"SELECT {_ITEM_COLUMNS} FROM items WHERE {among} "
+                           "ORDER BY conversation_id, seq", ids)
+            branches = db.all("SELECT conversation_id, name, created_at, parent, fork_seq "
+                              f"FROM branches WHERE {among} ORDER BY conversation_id, "
+                              "created_at, name", ids)
+            calls = db.all(f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE {among} "
+                           f"ORDER BY conversation_id, {self._order}", ids)
+        items_of = {cid: [item_from_row(r) for r in rows]
+                    for cid, rows in groupby(items, _by_conversation)}
+        branches_of = {cid: [Branch(cid, r[1], stored_time(r[2]), r[3], r[4]) for r in rows]
+                       for cid, rows in groupby(branches, _by_conversation)}
+        calls_of: dict[str, list[Any]] = {}
+        for row in calls:  # by conversation, in call order
+            calls_of.setdefault(row[1], []).append(row)
+        return [LoggedConversation(cid, items_of.get(cid, []), branches_of[cid],
+                                   _calls(calls_of.get(cid, []), start, end))
+                for cid in ids if cid in branches_of]  # every conversation has a branch
 
 
-def _fields(call_id: str, deltas: dict[str, tuple[str | None, dict[str, Any]]],
-            decoded: OrderedDict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The call's request fields, whole: its delta applied to its base's fields, the base's
-    to theirs, back to fields decoded already or to the chain's root (each kept a while, as
-    the next call's base is usually among the last few)."""
-    chain: list[str] = []
-    current: str | None = call_id
-    while current is not None and current not in decoded:
-        chain.append(current)
-        current = deltas[current][0]
-    whole = None if current is None else decoded[current]
-    for step in reversed(chain):
-        part = deltas[step][1]
-        whole = {"model": part["model"], "params": part["params"],
-                 **{name: _apply(None if whole is None else whole[name], part[name])
-                    for name in _FIELDS}}
-        decoded[step] = whole
-        while len(decoded) > _KEEP_DECODED:
-            decoded.popitem(last=False)
-    assert whole is not None
-    return whole
+def _calls(rows: list[Any], start: datetime, end: datetime) -> list[LoggedCall]:
+    fields = DeltaFields({row[0]: (row[_BASE], row[_DELTA]) for row in rows})
+    out = []
+    for row in rows:
+        call = call_from_row(row, None)
+        exact = _exact(fields, call.id) if start <= call.started_at < end else None
+        out.append(LoggedCall(call, row[_RESPONSE], row[_PREFIX], exact))
+    return out
 
 
-def _apply(base: Any, part: dict[str, Any] | None) -> Any:
-    if part is None:
-        return None
-    keep, tail = part["keep"], part["tail"]
-    if keep and (base is None or len(base) < keep):
-        raise StoreError("a stored request refers to a base request that is missing; the "
-                         "call log is damaged")
-    return tail if not keep else base[:keep] + tail
+def _exact(fields: DeltaFields, call_id: str) -> ExactRequest:
+    """``SentRequest.exact_bytes`` of the call's request: the rendered prompt, or else the
+    canonical JSON payload of model, messages and params."""
+    prompt = fields.whole(call_id, "prompt")
+    if prompt is not None:
+        return ExactRequest(prompt.encode("utf-8"), RENDERED_PROMPT)
+    delta = fields.delta(call_id)
+    request = SentRequest(model=delta["model"], params=delta["params"],
+                          messages=tuple(fields.whole(call_id, "messages") or ()))
+    return ExactRequest(request.exact_bytes(), CANONICAL_JSON)

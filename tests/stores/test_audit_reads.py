@@ -1,0 +1,109 @@
+"""The audit reads (``stores/audit_sql.py``) on SQLite and PostgreSQL: a batch of conversations
+read in a few statements is what the Store reads one conversation at a time, and each call's
+exact request in the window is the one ``Store.call`` rebuilds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from threadline.calls import CallStatus, ModelCall, Rendering, SentRequest, Timings, Usage
+from threadline.items import NewItem, canonical_json, new_id
+from threadline.stores.audit import CANONICAL_JSON, RENDERED_PROMPT
+from threadline.stores.base import MAIN, Commit, NewBranch, NewConversation, Store
+
+T0 = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
+TRICKY = 'say ","tokens":[1,2] and ,"prompt":{"keep":0} \\ "quoted"\n'
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        from threadline.stores.sqlite import SQLiteStore
+        opened: Store = SQLiteStore(tmp_path / "threadline.db")
+    else:
+        from threadline.stores.postgres import PostgresStore
+        opened = PostgresStore(request.getfixturevalue("postgres_url"))
+    yield opened
+    opened.close()
+
+
+def _turn(store: Store, cid: str, n: int, at: datetime, request: SentRequest,
+          branch: str = MAIN, fork: NewBranch | None = None) -> None:
+    head = None if fork is not None else store.head(cid, branch)
+    call = ModelCall(id=new_id("call_"), conversation_id=cid, branch=branch, turn=n,
+                     head_seq=0, reply_seq=None, status=CallStatus.OK, model=request.model,
+                     request=request, response={"text": f"reply {n}", "z": [1, 2.5]},
+                     usage=Usage(10 * n, 4, 2), timings=Timings(1.5, 3.25), started_at=at,
+                     prefix={"ratio": 0.5, "cause": "append_only"} if n > 1 else None)
+    store.commit(Commit(conversation_id=cid, created_at=at, branch=branch, fork=fork,
+                        expected_head=None if head is None else head.seq,
+                        check_head=fork is None, items=[NewItem.user(f"question {n}"),
+                                                        NewItem.assistant(f"reply {n}")],
+                        call=call, call_reply_index=1))
+
+
+def _log(store: Store) -> tuple[str, str]:
+    """A conversation of canonical-JSON requests, each the last grown by a message, then a
+    fork; and one of rendered prompts that quote the delta's own key names, then a request
+    without a prompt, then one with a prompt again."""
+    payloads = store_conversation(store)
+    messages: list[dict[str, Any]] = []
+    for n in range(1, 5):
+        messages = [*messages, {"role": "user", "content": f"question {n} {TRICKY}"}]
+        _turn(store, payloads, n, T0 + timedelta(minutes=n * 40),
+              SentRequest(model="m", messages=tuple(messages), params={"temperature": 0.5}))
+    _turn(store, payloads, 2, T0 + timedelta(hours=4), SentRequest(model="m", messages=(
+        *messages[:1], {"role": "user", "content": "forked"})), branch="b2",
+        fork=NewBranch("b2", 2))
+    rendered = store_conversation(store)
+    prompt = ""
+    for n in range(1, 5):
+        prompt += f"<user>{TRICKY}{n}</user>"
+        rendering = None if n == 3 else Rendering.of(prompt, range(len(prompt)))
+        _turn(store, rendered, n, T0 + timedelta(minutes=n * 40), SentRequest(
+            model="m", messages=({"role": "user", "content": prompt},), rendering=rendering))
+    return payloads, rendered
+
+
+def store_conversation(store: Store) -> str:
+    cid = new_id("c_")
+    store.commit(Commit(conversation_id=cid, created_at=T0, create=NewConversation(cid)))
+    return cid
+
+
+def test_a_batch_reads_as_the_store_reads_each_conversation(store: Store) -> None:
+    payloads, rendered = _log(store)
+    audit = store.audit
+    assert audit is not None
+    start, end = T0.replace(hour=0), T0.replace(hour=0) + timedelta(days=1)
+    gone = store_conversation(store)
+    store.delete_conversation(gone)
+    read = audit.conversations([rendered, gone, payloads], start, end)
+    assert [c.id for c in read] == [rendered, payloads]  # as asked, the deleted one left out
+    encodings = set()
+    for conversation in read:
+        cid = conversation.id
+        assert conversation.items == audit.items(cid)
+        assert conversation.branches == store.branches(cid)
+        assert [logged.call for logged in conversation.calls] == store.calls(cid)
+        for logged in conversation.calls:
+            call = store.call(logged.call.id)
+            assert logged.response_json == canonical_json(dict(call.response))
+            assert logged.prefix_json == (None if call.prefix is None
+                                          else canonical_json(dict(call.prefix)))
+            if not start <= call.started_at < end:
+                assert logged.request is None
+                continue
+            assert call.request is not None and logged.request is not None
+            assert logged.request.data == call.request.exact_bytes()
+            assert logged.request.encoding == (CANONICAL_JSON if call.request.rendering is None
+                                               else RENDERED_PROMPT)
+            encodings.add(logged.request.encoding)
+    assert encodings == {CANONICAL_JSON, RENDERED_PROMPT}
+    assert sum(logged.request is None for c in read for logged in c.calls) >= 2  # next day
+    assert audit.conversations([], start, end) == []
