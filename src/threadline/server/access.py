@@ -249,7 +249,8 @@ def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:
 
 
 def _cookie(scope: MutableMapping[str, Any], name: str) -> str | None:
-    for header in (v for k, v in scope.get("headers", []) if k.lower() == b"cookie"):
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    for header in (v for k, v in headers if k.lower() == b"cookie"):
         for pair in header.decode("latin-1").split(";"):
             key, _, value = pair.strip().partition("=")
             if key == name and value:
