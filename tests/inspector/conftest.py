@@ -165,7 +165,7 @@ def serve(world: World) -> Iterator[ServeFactory]:
     the world's store, running on loopback; its URL, store, engine and model."""
     pytest.importorskip("fastapi", reason="install the server extra")
     from tests.replay.log import answers, engine_for
-    from threadline.inspector import mount
+    from threadline.inspector.app import mount
     from threadline.server.app import create_app
 
     running: list[tuple[LiveServer, SQLiteStore]] = []

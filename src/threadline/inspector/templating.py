@@ -4,13 +4,15 @@
 Every page extends ``base.html`` (blocks ``title``, ``nav`` and ``content``). The templates are
 read from the installed package (no build step, nothing fetched), autoescaped, and given a few
 filters for the numbers every view shows: ``count`` (1,234), ``usd`` ($0.0123), ``ms``
-(12.3 ms, or "–" for none), ``when`` (a UTC time, to the second) and ``pct`` (42%).
+(12.3 ms, or "–" for none), ``when`` (a UTC time, to the second) and ``pct`` (42%); and
+``query(**params)``, a query string of the parameters that are set.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -45,12 +47,18 @@ def _pct(value: float | None) -> str:
     return _NONE if value is None else f"{value:.0%}"
 
 
+def _query(**params: Any) -> str:
+    """A query string of the parameters that are set (None and "" left out)."""
+    return urlencode({k: v for k, v in params.items() if v is not None and v != ""})
+
+
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("threadline.inspector", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined,  # a misspelt name fails the test, not the page
                       trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=_count, usd=_usd, ms=_ms, when=_when, pct=_pct)
+    env.globals.update(query=_query)
     return env
 
 
