@@ -4,7 +4,8 @@ what kind of fork it looks like.
 The log records a fork's place, not why it was made, so the kind is read from the items
 around the fork point: a branch whose first item answers the user message it grew from is a
 regeneration; one that grew from the item before a user message and starts with a user
-message of its own is an edit of that message; anything else is a fork.
+message of its own is an edit of that message (an edit of the first message grows from
+nothing: a new root that starts with a user message); anything else is a fork.
 """
 
 from __future__ import annotations
@@ -44,9 +45,15 @@ def tree(inspector: Inspector, conversation_id: str) -> list[Node]:
 
 def _node(inspector: Inspector, conversation_id: str, branches: list[Branch],
           branch: Branch) -> Node:
+    browse, cid = inspector.browse, conversation_id
     if branch.fork_seq is None or branch.parent is None:
-        return Node(branch, "main" if branch.name == MAIN else "root", None)
-    browse, cid, at = inspector.browse, conversation_id, branch.fork_seq
+        if branch.name == MAIN:
+            return Node(branch, "main", None)
+        # an edit of the first message forks from before it: a new root
+        own = browse.items_after(cid, [(branch.name, UNBOUNDED)], 0, 1)
+        edits = bool(own) and own[0].kind is ItemKind.USER and own[0].turn == 1
+        return Node(branch, "edit" if edits else "root", 1 if edits else None)
+    at = branch.fork_seq
     point = inspector.store.item(cid, at)
     own = browse.items_after(cid, [(branch.name, UNBOUNDED)], at, 1)
     first = own[0].kind if own else None
