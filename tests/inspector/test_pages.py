@@ -88,8 +88,8 @@ def test_every_inspector_page_is_refused_without_a_token(world: World) -> None:
         app = app_for(store, require_tokens=True)
         client = TestClient(app)
         before = rows(store)
-        routes = [r for r in every_route(app.routes) if isinstance(r, APIRoute) and r.path.startswith("/ui")
-                  and r.path != "/ui/login"]
+        routes = [r for r in every_route(app.routes) if isinstance(r, APIRoute)
+                  and r.path.startswith("/ui") and r.path != "/ui/login"]
         assert {r.path for r in routes} >= {"/ui", "/ui/c/{conversation_id}", "/ui/logout",
                                             "/ui/generations/{generation_id}/events"}
         for route in routes:

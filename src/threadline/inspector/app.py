@@ -36,6 +36,7 @@ Handler = Callable[[Request, Exception], Response | Awaitable[Response]]
 def mount(app: FastAPI, engine: Engine, *, pricing: Pricing | None = None) -> None:
     """Serve the inspector at ``/ui`` of ``app`` (made by ``create_app`` over ``engine``)."""
     app.state.inspector = Inspector(engine, pricing or Pricing())
+    app.state.engine = engine  # what views.py's pages reach the store through
     app.mount(f"{BROWSER_PREFIX}/static",
               StaticFiles(packages=[("threadline.inspector", "static")]),
               name="inspector-static")
