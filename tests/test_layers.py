@@ -31,6 +31,7 @@ LAYERS = [
     ["engine"],
     ["standard"],
     ["server"],
+    ["inspector"],
     ["eval"],
     ["cli"],
     ["__init__", "__main__"],

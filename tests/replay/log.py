@@ -46,15 +46,16 @@ def engine_for(store: Store, model: ScriptedModel) -> Engine:
                            policy=Policy(high_water=900, low_water=400, profile="none"))
 
 
-def record(store: Store) -> str:
-    """Record the fixture conversation in ``store``; its id."""
+def record(store: Store, conversation_id: str | None = None) -> str:
+    """Record the fixture conversation in ``store`` (in ``conversation_id``, created before
+    and still empty, or a new one); its id."""
     Corpus(store).add("notes", [Document("trip.md", "The Lisbon trip is booked for May.")])
     memory = MemoryStore(store)
     memory.add("ann", NewMemory("I am flying to Lisbon in May"))
     model = ScriptedModel(default=answers)
     engine = engine_for(store, model)
     first = engine.run_turn("Always use British spelling. Hello, I live in Oslo.",
-                            user_id="ann")
+                            user_id="ann", conversation_id=conversation_id)
     cid = first.conversation_id
     asked = engine.run_turn("When is the Lisbon trip?", conversation_id=cid, user_id="ann",
                             options=[CorpusSearch("notes")])

@@ -32,7 +32,7 @@ from threadline.cli.importer import import_
 from threadline.cli.memory import memory
 from threadline.cli.replay import replay_
 from threadline.cli.rewrite import rewrite
-from threadline.cli.serve import serve
+from threadline.cli.serve import serve, ui
 from threadline.cli.stats import stats
 from threadline.cli.tokens import tokens
 from threadline.errors import ThreadlineError
@@ -70,7 +70,7 @@ def cli(ctx: click.Context, home: Path | None, database_url: str | None) -> None
 
 
 for command in (chat, conversations, calls, constraints, state, corpus, memory, cost, cache,
-                replay_, stats, rewrite, import_, serve, tokens, db, eval_, audit):
+                replay_, stats, rewrite, import_, serve, ui, tokens, db, eval_, audit):
     cli.add_command(command)
 register_deprecated(cli)
 

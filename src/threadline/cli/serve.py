@@ -1,14 +1,21 @@
-"""``threadline serve``: the HTTP service over this data directory.
+"""``threadline serve``: the HTTP service over this data directory, with the inspector's pages
+at ``/ui`` (``--no-ui``: the API alone); ``threadline ui``: the same on loopback, opened in a
+browser.
 
 On a loopback host the service is open until a token exists (``threadline tokens create``);
 on any other host, or with ``--require-tokens``, every request needs one from the start, and
-serve refuses to start while there is none. See docs/security.md.
+serve refuses to start while there is none. See docs/security.md and docs/inspector.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
-from typing import TYPE_CHECKING
+import socket
+import threading
+import time
+import webbrowser
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,18 +37,73 @@ if TYPE_CHECKING:
 @click.option("--metrics/--no-metrics", "metrics_on", default=None,
               help="Prometheus metrics at GET /metrics. Default: $THREADLINE_METRICS, else on "
                    "when prometheus-client (the metrics extra) is installed.")
+@click.option("--ui/--no-ui", "ui_on", default=True, show_default=True,
+              help="Serve the inspector's pages at /ui (docs/inspector.md).")
 @model_option()
 @pass_context
 def serve(ctx: Context, host: str, port: int, require_tokens: bool, metrics_on: bool | None,
-          model_name: str | None) -> None:
-    """Serve conversations over HTTP (OpenAPI spec at /openapi.json, docs at /docs)."""
+          ui_on: bool, model_name: str | None) -> None:
+    """Serve conversations over HTTP (OpenAPI spec at /openapi.json, docs at /docs, the
+    inspector at /ui)."""
+    app, notes = _service(ctx, host, require_tokens, metrics_on, ui_on, model_name)
+    click.echo(f"threadline serving {ctx.store().path} on http://{host}:{port}{notes}",
+               err=True)
+    _uvicorn().run(app, host=host, port=port, log_level="warning")
+
+
+@click.command()
+@click.option("--port", type=click.IntRange(0, 65535), default=0,
+              help="Where to listen on 127.0.0.1. Default: a free port.")
+@click.option("--browser/--no-browser", "open_browser", default=True, show_default=True,
+              help="Open the page in this machine's browser, where one exists.")
+@model_option()
+@pass_context
+def ui(ctx: Context, port: int, open_browser: bool, model_name: str | None) -> None:
+    """Open the inspector: serve on loopback and show /ui in a browser.
+
+    The URL is printed either way; without a browser (a server, a container) open it from
+    wherever can reach this machine's loopback. Open until a token exists, as serve is on
+    127.0.0.1; then the page asks for one."""
+    app, notes = _service(ctx, "127.0.0.1", False, None, True, model_name)
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind(("127.0.0.1", port))
+    except OSError as err:
+        raise InputError(f"cannot listen on 127.0.0.1:{port}: {err.strerror}",
+                         hint="choose another --port, or leave it out for a free one") from err
+    listening.listen(128)
+    url = f"http://127.0.0.1:{listening.getsockname()[1]}/ui"
+    click.echo(f"threadline inspector for {ctx.store().path} at {url}{notes}", err=True)
+    click.echo(url)
+    if open_browser:
+        threading.Thread(target=_open_when_up, args=(url,), daemon=True).start()
+    try:
+        _uvicorn().run(app, fd=listening.fileno(), log_level="warning")
+    finally:
+        listening.close()
+
+
+def _uvicorn() -> Any:
     try:
         import uvicorn
+    except ImportError as err:
+        raise InputError(f"the HTTP service needs the server extra ({err.name} is missing)",
+                         hint="pip install 'threadline[server]'") from err
+    return uvicorn
 
+
+def _service(ctx: Context, host: str, require_tokens: bool, metrics_on: bool | None,
+             ui_on: bool, model_name: str | None) -> tuple[Any, str]:
+    """The app ``serve`` and ``ui`` listen with, and what to say about it; everything that
+    can be refused is refused here, before anything listens."""
+    try:
+        from threadline.inspector.app import mount
         from threadline.server.app import create_app
     except ImportError as err:
         raise InputError(f"the HTTP service needs the server extra ({err.name} is missing)",
                          hint="pip install 'threadline[server]'") from err
+    _uvicorn()
     # once tokens are required, revoking the last one locks the service rather than opening it
     required = require_tokens or not is_loopback(host)
     if required:
@@ -51,12 +113,35 @@ def serve(ctx: Context, host: str, port: int, require_tokens: bool, metrics_on: 
     model = ctx.model(model_name)  # a missing model fails before listening
     engine = ctx.engine(model) if metrics is None else ctx.engine(
         model, hooks=[metrics.hook], observer=metrics)
-    click.echo(f"threadline serving {ctx.store().path} on http://{host}:{port}"
-               + (" (bearer tokens required)" if required else "")
-               + ("" if metrics is None else " (metrics at /metrics)")
-               + ("" if tracing is None else " (traces on)"), err=True)
-    uvicorn.run(create_app(engine, metrics, require_tokens=required, tracing=tracing),
-                host=host, port=port, log_level="warning")
+    app = create_app(engine, metrics, require_tokens=required, tracing=tracing)
+    if ui_on:
+        mount(app, engine)
+    notes = ((" (bearer tokens required)" if required else "")
+             + ("" if metrics is None else " (metrics at /metrics)")
+             + ("" if tracing is None else " (traces on)")
+             + (" (inspector at /ui)" if ui_on else ""))
+    return app, notes
+
+
+def _open_when_up(url: str, wait_s: float = 10.0) -> None:
+    """Open ``url`` in a graphical browser once the server answers; a console browser
+    (lynx, w3m: it would take over the terminal) or none at all is left alone."""
+    try:
+        browser = webbrowser.get()
+    except webbrowser.Error:
+        return
+    if type(browser) is webbrowser.GenericBrowser:
+        return
+    host, _, port = url.split("/")[2].partition(":")
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, int(port)), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    with contextlib.suppress(webbrowser.Error):
+        browser.open(url)
 
 
 def service_metrics(ctx: Context, asked: bool | None) -> Metrics | None:

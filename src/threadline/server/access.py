@@ -25,6 +25,14 @@ What a token reaches:
   none, as without tokens (naming a user turns memory on for the turn).
 
 Every check runs before anything is written, so a refused request changes nothing.
+
+Browsers (the inspector's pages under ``/ui``) cannot send a bearer header when they follow a
+link, so for those paths only the guard also takes the token from the ``threadline_token``
+cookie, which the inspector's login page sets (HttpOnly, SameSite=Strict, Path=/ui). No other
+path reads it: an API route acts only on a header a page cannot make a browser send, so a
+cross-site request cannot ride the cookie onto the API. Refused under ``/ui``, a page
+navigation (a GET asking for HTML) is sent to the login page instead of a 401; the login page
+and the static files (which hold no data) are open to anyone.
 """
 
 from __future__ import annotations
@@ -32,9 +40,10 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
@@ -58,6 +67,10 @@ PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-re
                           "/redoc"})
 CHALLENGE = 'Bearer realm="threadline"'
 _CALLER = "threadline.caller"  # where the guard leaves the caller in the request's scope
+BROWSER_PREFIX = "/ui"  # the inspector's pages: the only paths that read the cookie
+SESSION_COOKIE = "threadline_token"
+LOGIN_PATH = BROWSER_PREFIX + "/login"
+_BROWSER_OPEN = (LOGIN_PATH, BROWSER_PREFIX + "/static/")  # hold no data
 _HINT = ("send 'Authorization: Bearer SECRET'; an operator creates one with: threadline "
          "tokens create --user ID")
 
@@ -147,15 +160,25 @@ class TokenGuard:
         if scope["type"] != "http" or _route_path(scope) in PUBLIC_PATHS:
             await self.app(scope, receive, send)
             return
-        header = next((v.decode("latin-1") for k, v in scope.get("headers", [])
-                       if k.lower() == b"authorization"), None)
+        path = _route_path(scope)
+        browser = _under(path, BROWSER_PREFIX)
+        header = _header(scope, b"authorization")
+        if header is None and browser:
+            secret = _cookie(scope, SESSION_COOKIE)
+            header = None if secret is None else f"Bearer {secret}"
         try:  # the store is synchronous: look up away from the event loop
             found = await run_in_threadpool(self.authenticate, header)
         except StoreError as err:  # the database is unreachable: as every route says it
             await JSONResponse(status_code=503, content=error_body(err))(scope, receive, send)
             return
         if isinstance(found, Unauthorized):
-            await refusal(found)(scope, receive, send)
+            if browser and any(path == p or (p.endswith("/") and path.startswith(p))
+                               for p in _BROWSER_OPEN):
+                await self.app(scope, receive, send)  # the login page: no caller
+            elif browser and _navigation(scope):
+                await _to_login(scope, path)(scope, receive, send)
+            else:
+                await refusal(found)(scope, receive, send)
             return
         scope[_CALLER] = found
         await self.app(scope, receive, send)
@@ -187,6 +210,13 @@ def refusal(err: Unauthorized) -> JSONResponse:
                         headers={"WWW-Authenticate": CHALLENGE})
 
 
+def caller_in(scope: MutableMapping[str, Any]) -> Caller | None:
+    """The caller the guard found for a request's ``scope``; None where it found none (a
+    public path)."""
+    found = scope.get(_CALLER)
+    return found if isinstance(found, Caller) else None
+
+
 _bearer = HTTPBearer(auto_error=False, description="A token from `threadline tokens create`.")
 
 
@@ -211,6 +241,37 @@ def install(app: FastAPI, tokens: TokenBackend | None, *, required: bool) -> Non
         raise InputError("this store keeps no tokens, so the service cannot require them",
                          hint="serve a SQLite or PostgreSQL store")
     app.add_middleware(TokenGuard, tokens=tokens, required=required)
+
+
+def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:
+    return next((v.decode("latin-1") for k, v in scope.get("headers", [])
+                 if k.lower() == name), None)
+
+
+def _cookie(scope: MutableMapping[str, Any], name: str) -> str | None:
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    for header in (v for k, v in headers if k.lower() == b"cookie"):
+        for pair in header.decode("latin-1").split(";"):
+            key, _, value = pair.strip().partition("=")
+            if key == name and value:
+                return value.strip('"')
+    return None
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def _navigation(scope: MutableMapping[str, Any]) -> bool:
+    """A browser following a link or typing the address: a GET that asks for HTML."""
+    return scope.get("method") == "GET" and "text/html" in (_header(scope, b"accept") or "")
+
+
+def _to_login(scope: MutableMapping[str, Any], path: str) -> RedirectResponse:
+    query = scope.get("query_string", b"").decode("latin-1")
+    back = path + (f"?{query}" if query else "")
+    root = scope.get("root_path", "")
+    return RedirectResponse(f"{root}{LOGIN_PATH}?next={quote(back, safe='')}", status_code=303)
 
 
 def _route_path(scope: MutableMapping[str, Any]) -> str:

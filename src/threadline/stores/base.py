@@ -26,10 +26,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from threadline.calls import ModelCall
-from threadline.items import Branch, Conversation, Item, NewItem, format_time
+from threadline.items import Branch, Conversation, Item, NewItem
 from threadline.stores.audit import AuditBackend
+from threadline.stores.browse import BrowseBackend
 from threadline.stores.corpus import CorpusBackend
 from threadline.stores.memory import MemoryBackend
+from threadline.stores.records import ConversationSummary as ConversationSummary  # re-exported
+from threadline.stores.records import Generation as Generation
 from threadline.stores.responses import ResponseBackend
 from threadline.stores.tokens import TokenBackend
 
@@ -81,18 +84,6 @@ class LeaseTaken(Exception):
 
 
 @dataclass(frozen=True)
-class Generation:
-    """A reply as it streams: the text so far, and once done, the outcome (the finished turn
-    as JSON, or an error body)."""
-
-    id: str
-    conversation_id: str
-    text: str
-    done: bool = False
-    result: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
 class Commit:
     """One transaction against one branch of one conversation.
 
@@ -124,29 +115,6 @@ class CommitResult:
     items: list[Item]
     call: ModelCall | None = None
     branch: Branch | None = None  # set when the commit created a branch
-
-
-@dataclass(frozen=True)
-class ConversationSummary:
-    conversation: Conversation
-    items: int
-    turns: int
-    branches: int
-    calls: int
-    updated_at: datetime
-    first_message: str | None
-
-    @property
-    def title(self) -> str:
-        if self.conversation.title:
-            return self.conversation.title
-        text = " ".join((self.first_message or "").split())
-        return text if len(text) <= 60 else text[:59] + "…"
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.conversation.to_json(), "title": self.title, "items": self.items,
-                "turns": self.turns, "branches": self.branches, "calls": self.calls,
-                "updated_at": format_time(self.updated_at)}
 
 
 @dataclass(frozen=True)
@@ -188,6 +156,11 @@ class Store(Protocol):
     @property
     def audit(self) -> AuditBackend | None:
         """The log read by time, for audit exports (None: this store cannot be exported)."""
+        ...
+
+    @property
+    def browse(self) -> BrowseBackend | None:
+        """The log read a page at a time, for the inspector (None: it cannot be browsed)."""
         ...
 
     def commit(self, commit: Commit) -> CommitResult: ...

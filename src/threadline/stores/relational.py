@@ -54,6 +54,8 @@ from threadline.stores.base import (
     ConversationSummary,
     LeaseTaken,
 )
+from threadline.stores.browse import BrowseBackend
+from threadline.stores.browse_sql import SQLBrowse
 from threadline.stores.corpus import CorpusBackend
 from threadline.stores.corpus_sql import SQLCorpora
 from threadline.stores.fulltext import FullText
@@ -116,6 +118,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         self._tokens = SQLTokens(self._database)
         self._responses = SQLResponses(self._database)
         self._audit = SQLAudit(self._database, self.CALL_ORDER)
+        self._browse = SQLBrowse(self._database, self.CALL_ORDER)
 
     # -- the tables kept beside the log ----------------------------------------------------
 
@@ -141,6 +144,10 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
     @property
     def audit(self) -> AuditBackend:
         return self._audit
+
+    @property
+    def browse(self) -> BrowseBackend:
+        return self._browse
 
     def _prepare_corpora(self) -> None:
         """Whatever the corpus tables need before first use, beyond the migrations."""
