@@ -129,3 +129,8 @@ def _lost_in_conversation(data: Path, file: str) -> Iterator[Message]:
         for n, turn in enumerate(record["trace"]):
             if turn.get("role") == "user" and isinstance(turn.get("content"), str):
                 yield Message(file, record["conv_id"], n, record["task_id"], turn["content"])
+
+
+def message_texts(data: Path) -> dict[tuple[str, str, int], str]:
+    """Every user message's text by (file, conversation, index)."""
+    return {(m.file, m.conversation, m.index): m.text for m in messages(data)}
