@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from threadline.errors import InputError
-from threadline.eval.constraint_corpus import SPLITS, Sentence, corpus
+from threadline.eval.constraint_corpus import Sentence, corpus
 
 POSITIVE = ("scope", "persona", "language", "format", "prohibition", "preference")
 LABELS = (*POSITIVE, "one_off", "none")
 SAMPLE_PER_MILLE = 40
+ANNOTATIONS = Path(__file__).parent / "annotations" / "constraints.jsonl"
 FORMAT = "threadline-constraint-annotations/1"
 
 # Frozen: the strata of the stored annotations depend on it. Broad on purpose (a quarter of
@@ -106,6 +107,33 @@ class Strata:
                 "non_candidate": flat(self.non_candidate)}
 
 
+def count_strata(sentences: Iterable[Sentence],
+                 read: list[tuple[Sentence, str]] | None = None) -> Strata:
+    """The strata counts of ``sentences``; the candidate and sampled ones (with their
+    stratum) are appended to ``read`` if given."""
+    candidate: Counter[tuple[str, str]] = Counter()
+    sample: Counter[tuple[str, str]] = Counter()
+    non_candidate: Counter[tuple[str, str]] = Counter()
+    for sentence in sentences:
+        where = (sentence.split, source_of(sentence.file))
+        kind = stratum(sentence)
+        if kind != "candidate":
+            non_candidate[where] += 1
+        if kind is None:
+            continue
+        (candidate if kind == "candidate" else sample)[where] += 1
+        if read is not None:
+            read.append((sentence, kind))
+    return Strata(dict(candidate), dict(sample), dict(non_candidate))
+
+
+def header(strata: Strata) -> dict[str, Any]:
+    """The first line of an annotation file over sentences with these strata."""
+    counts = strata.to_json()
+    return {"format": FORMAT, "strata": {"candidate": counts["candidate"],
+                                         "sample": counts["sample"]}}
+
+
 def read_annotations(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and records of an annotation file, or InputError saying what is wrong."""
     try:
@@ -144,23 +172,14 @@ def join(sentences: Iterable[Sentence], header: dict[str, Any],
     labels = {(r["file"], r["conversation"], r["message"], r["start"], r["end"]): r
               for r in records}
     annotated: list[Annotated] = []
-    candidate: Counter[tuple[str, str]] = Counter()
-    sample: Counter[tuple[str, str]] = Counter()
-    non_candidate: Counter[tuple[str, str]] = Counter()
-    for sentence in sentences:
-        where = (sentence.split, source_of(sentence.file))
-        kind = stratum(sentence)
-        if kind != "candidate":
-            non_candidate[where] += 1
-        if kind is None:
-            continue
-        (candidate if kind == "candidate" else sample)[where] += 1
+    read: list[tuple[Sentence, str]] = []
+    strata = count_strata(sentences, read)
+    for sentence, kind in read:
         record = labels.pop(sentence.key, None)
         if record is not None and record["hash"] != text_hash(sentence.text):
             raise InputError(f"annotation {sentence.key} no longer matches its sentence",
                              hint="the data changed since it was annotated")
         annotated.append(Annotated(sentence, kind, record["label"] if record else "none"))
-    strata = Strata(dict(candidate), dict(sample), dict(non_candidate))
     expected = header.get("strata", {})
     found = strata.to_json()
     for kind in ("candidate", "sample"):
