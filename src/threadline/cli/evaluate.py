@@ -1,5 +1,6 @@
 """``threadline eval``: threadline's parts on external benchmark files (``canard`` for the
-rewrite hop, ``locomo`` for long-term memory)."""
+rewrite hop, ``locomo`` for long-term memory, ``constraints`` for standing-constraint
+detection on hand-annotated real conversations)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, json_option, output, pass_context
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
 from threadline.cli.rewrite import canard
+from threadline.compaction.constraints import detect
+from threadline.errors import InputError
+from threadline.eval import constraints as constraint_eval
+from threadline.eval.constraint_annotations import ANNOTATIONS, load
+from threadline.eval.constraint_corpus import SPLITS, message_texts
 from threadline.eval.locomo import evaluate, load_locomo, model_extraction
 from threadline.memory.recall import K
 from threadline.models import MODELS
@@ -88,3 +94,45 @@ def _print(report: dict[str, Any]) -> None:
     click.echo(f"writer decisions: {report['writer']['decisions']}")
     if "model_extraction" in report:
         click.echo(f"model extraction: {report['model_extraction']}")
+
+
+@eval_.command()
+@click.option("--split", type=click.Choice(SPLITS), default="test", show_default=True,
+              help="The annotation split to score (the rules were tuned on dev).")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("../shared/data"), show_default=True,
+              help="The directory holding the ShareGPT, tau-bench and Lost in Conversation "
+                   "files the annotations address.")
+@click.option("--annotations", type=click.Path(dir_okay=False, path_type=Path),
+              default=ANNOTATIONS, show_default="the annotations shipped with threadline",
+              help="An annotation file in threadline's format.")
+@json_option()
+def constraints(split: str, data: Path, annotations: Path, as_json: bool) -> None:
+    """Score the standing-constraint detector on hand-annotated sentences of real user
+    messages: precision, recall (with counts, and estimated for the whole corpus from the
+    sampled non-candidates), recall per kind of rule, near-misses flagged, and the detector's
+    time per message. Reads the data in place; writes nothing."""
+    if not data.is_dir():
+        raise InputError(f"{data} is not a directory",
+                         hint="pass --data with the shared data directory (../shared/data)")
+    annotated, strata = load(data, annotations)
+    scored, ms = constraint_eval.flag(annotated, detect, message_texts(data))
+    report = constraint_eval.score(scored, strata, split)
+    messages = len({(s.annotated.sentence.file, s.annotated.sentence.conversation,
+                     s.annotated.sentence.index) for s in scored})
+    report = {"annotations": str(annotations), "data": str(data), **report,
+              "detector_ms_per_message": round(ms / messages, 4) if messages else None}
+    output(report, as_json, lambda: _print_constraints(report))
+
+
+def _print_constraints(report: dict[str, Any]) -> None:
+    est, raw = report["estimated"], report["annotated"]
+    click.echo(f"split {report['split']}: {report['rules_annotated']} rules annotated")
+    click.echo(f"precision {report['precision']}  recall {report['recall']}  f1 {report['f1']}")
+    click.echo(f"annotated: tp {raw['tp']}, fp {raw['fp']}, fn {raw['fn']}, tn {raw['tn']}; "
+               f"estimated for the corpus: tp {est['tp']}, fp {est['fp']}, fn {est['fn']}")
+    for label, row in report["per_label_recall"].items():
+        click.echo(f"  {label:<12} {row['found']:>4}/{row['rules']:<4} recall {row['recall']}")
+    one_off = report["one_off"]
+    click.echo(f"near-misses flagged: {one_off['flagged']}/{one_off['annotated']}; "
+               f"{report['detector_ms_per_message']} ms per message")

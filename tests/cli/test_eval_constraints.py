@@ -1,0 +1,52 @@
+"""``threadline eval constraints``: figures on a fixture of our own, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.conftest import Invoke
+from tests.eval.test_constraint_eval import write_annotations, write_data
+
+
+def test_scores_a_split_with_counts_and_per_label_recall(tl: Invoke,
+                                                         tmp_path: Path) -> None:
+    data = write_data(tmp_path)
+    annotations = write_annotations(tmp_path, data)
+    run = tl("eval", "constraints", "--split", "dev", "--data", str(data),
+                 "--annotations", str(annotations), "--json")
+    assert run.code == 0, run.err
+    report = run.json()
+    assert report["split"] == "dev"
+    assert (report["precision"], report["recall"]) == (1.0, 0.5)
+    assert report["annotated"] == {"tp": 2, "fp": 0, "fn": 1, "tn": 1}
+    assert report["per_label_recall"]["preference"]["found"] == 1
+    human = tl("eval", "constraints", "--split", "dev", "--data", str(data),
+                   "--annotations", str(annotations))
+    assert human.code == 0
+    assert "split dev" in human.out and "precision 1.0  recall 0.5" in human.out
+    assert "persona" in human.out
+
+
+def test_a_missing_data_directory_is_refused(tl: Invoke, tmp_path: Path) -> None:
+    run = tl("eval", "constraints", "--data", str(tmp_path / "absent"))
+    assert run.code != 0
+    assert "is not a directory" in run.err and "--data" in run.err
+
+
+def test_data_without_the_sources_is_refused(tl: Invoke, tmp_path: Path) -> None:
+    run = tl("eval", "constraints", "--data", str(tmp_path))
+    assert run.code != 0
+    assert "missing" in run.err and "sharegpt_sample_1000.jsonl" in run.err
+
+
+def test_a_bad_annotation_file_is_refused(tl: Invoke, tmp_path: Path) -> None:
+    data = write_data(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("[1, 2]\n", "utf-8")
+    run = tl("eval", "constraints", "--data", str(data), "--annotations", str(bad))
+    assert run.code != 0 and "not a constraint annotation file" in run.err
+
+
+def test_an_unknown_split_is_refused(tl: Invoke, tmp_path: Path) -> None:
+    run = tl("eval", "constraints", "--split", "train", "--data", str(tmp_path))
+    assert run.code != 0 and "train" in run.err
