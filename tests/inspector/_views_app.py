@@ -125,8 +125,8 @@ def build_world(store: Store) -> World:
 
     stated = memory.add("ann", NewMemory("Ann is flying to Lisbon in May", conversation_id=ann,
                                          item_seqs=(first.seq,)))
-    original = memory.add("ann", NewMemory("Ann's hotel is by the sea"))
-    edited = memory.correct("ann", original.id, "Ann's hotel is near the river")
+    original = memory.add("ann", NewMemory("Ann's hotel is the Tejo Palace"))
+    edited = memory.correct("ann", original.id, "Ann's hotel is the Rio Azul")
     inferred = memory.add("ann", NewMemory(
         "Ann likes fish restaurants", MemoryKind.FACT, Source.MODEL_INFERRED,
         valid_from=T0, valid_to=T0 + timedelta(days=365)))
