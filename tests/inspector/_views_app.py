@@ -13,7 +13,7 @@ validity times, and Zed, whose turns were learned from and who has a job still q
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,10 @@ from threadline.items import ItemKind, new_id
 from threadline.memory import MemoryKind, MemoryStore, NewMemory, Source
 from threadline.memory.recall import MemoryRecall
 from threadline.memory.writer import MemoryWriter
+from threadline.models.base import Completion
 from threadline.models.scripted import ScriptedModel
 from threadline.providers import CorpusSearch
+from threadline.request import Request
 from threadline.retrieval.corpus import Corpus, Document
 from threadline.server.app import create_app
 from threadline.standard import standard_engine
@@ -44,6 +46,15 @@ STATIC = Path(threadline.inspector.__file__).parent / "static"
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SAME_ORIGIN = {"Origin": "http://testserver"}
 SYSTEM = "You are a travel assistant."
+
+
+class MessagesOnly(ScriptedModel):
+    """The scripted model, recording its requests as an HTTP backend does: the messages
+    only, so the exact bytes are the canonical JSON payload."""
+
+    def complete(self, request: Request, **kwargs: Any) -> Completion:
+        done = super().complete(request, **kwargs)
+        return replace(done, sent=replace(done.sent, rendering=None))
 
 
 class Clock:

@@ -12,13 +12,16 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from tests.inspector._dom import Element, parse
-from tests.inspector._views_app import World, build_world, client, tokens
-from threadline.calls import ModelCall
+from tests.inspector._views_app import MessagesOnly, World, build_world, client, tokens
+from threadline.calls import ModelCall, shared_messages
 from threadline.cli import cli
 from threadline.engine import Engine
+from threadline.inspector import call_view
 from threadline.inspector.call_view import HISTORY_PAGE, SEGMENTS
-from threadline.items import ItemKind
+from threadline.items import ItemKind, canonical_json
 from threadline.models.scripted import ScriptedModel
+from threadline.standard import standard_engine
+from threadline.stores.base import Store
 from threadline.stores.sqlite import SQLiteStore
 
 
@@ -182,26 +185,108 @@ def test_the_raw_route_is_what_calls_show_request_prints(world: World, ui: TestC
     assert raw.content == printed.stdout_bytes == world.store.call(call.id).request.exact_bytes()
 
 
-def test_a_long_history_is_paginated(world: World) -> None:
-    engine = Engine(world.store, ScriptedModel())
+def reuse_by_messages(call: ModelCall, store: Store) -> list[str]:
+    """Each message's reuse as the messages say it (those the previous request shares, then
+    the divergence): what the page's byte positions must agree with."""
+    assert call.request is not None and call.prefix is not None
+    previous = call.prefix["previous_call_id"]
+    shared = 0 if previous is None else shared_messages(store.call(previous).request,
+                                                        call.request)
+    divergence = (call.prefix["divergence"] or {}).get("message")
+    return ["reused" if i < shared else "diverges" if i == divergence else "new"
+            for i in range(len(call.request.messages))]
+
+
+def shown_reuse(dom: Element) -> dict[int, str]:
+    return {int(m.attrs["data-index"]): m.attrs["data-reuse"]
+            for m in dom.find_all("li", class_="message")}
+
+
+@pytest.mark.parametrize("model", [ScriptedModel, MessagesOnly],
+                         ids=["rendered-prompt", "json-payload"])
+def test_a_long_history_is_paginated(world: World, model: type[ScriptedModel]) -> None:
+    engine = Engine(world.store, model())
     cid = engine.run_turn("turn 0").conversation_id
     for n in range(1, 160):
         engine.run_turn(f"turn {n}", conversation_id=cid)
-    last: ModelCall = world.store.calls(cid)[-1]
+    last = world.store.call(world.store.calls(cid)[-1].id)
+    assert last.request is not None
+    assert (last.request.rendering is None) == (model is MessagesOnly)
+    expected = reuse_by_messages(last, world.store)
     ui = client(world)
-    history = page(ui, last.id).find("details", data_segment="history")
+    dom = page(ui, last.id)
+    history = dom.find("details", data_segment="history")
     count = int(history.attrs["data-count"])
     assert count == 318 and count > 3 * HISTORY_PAGE
     shown = [int(m.attrs["data-index"]) for m in history.find_all("li", class_="message")]
-    assert len(shown) == count - 3 * HISTORY_PAGE  # the last page, where the turn was added
+    assert shown == list(range(3 * HISTORY_PAGE, count))  # the last page: where it grew
     assert history.find("a", rel="prev")
-    first = page(ui, last.id, history_page=1).find("details", data_segment="history")
-    assert [int(m.attrs["data-index"]) for m in first.find_all("li", class_="message")] == \
-        list(range(HISTORY_PAGE))
-    assert first.find("a", rel="next") and not first.find_all("a", rel="prev")
+    for n in (1, 2, 4):  # from the start, the middle, the end of the request
+        other = page(ui, last.id, history_page=n)
+        history = other.find("details", data_segment="history")
+        assert [int(m.attrs["data-index"]) for m in history.find_all(
+            "li", class_="message")] == list(range((n - 1) * HISTORY_PAGE,
+                                                  min(n * HISTORY_PAGE, count)))
+        assert bool(history.find_all("a", rel="next")) == (n < 4)
+        assert bool(history.find_all("a", rel="prev")) == (n > 1)
+        # each message's place in the bytes agrees with the messages themselves
+        assert all(expected[i] == reuse for i, reuse in shown_reuse(other).items())
+    assert "reused" in shown_reuse(dom).values() and "new" in shown_reuse(dom).values()
     # the raw bytes stay whole
-    full = world.store.call(last.id).request
-    assert page(ui, last.id).by_id("raw-bytes").text.encode() == full.exact_bytes()
+    assert dom.by_id("raw-bytes").text.encode() == last.request.exact_bytes()
+    assert len(dom.by_id("reused-prefix").text.encode()) == last.prefix["reused_bytes"]
+
+
+def test_json_payloads_are_shaded_and_marked_as_the_record_says(world: World) -> None:
+    engine = standard_engine(world.store, MessagesOnly(), system="Be brief.")
+    first = engine.run_turn("Hello there.")
+    for text in ("And then?", "Ünïcödé, and emoji 🚲 too."):
+        engine.run_turn(text, conversation_id=first.conversation_id)
+    engine.regenerate(first.conversation_id, first.message.seq)
+    ui = client(world)
+    for listed in world.store.calls(first.conversation_id):
+        call = world.store.call(listed.id)
+        assert call.request is not None and call.request.rendering is None
+        dom = page(ui, call.id)
+        mark = dom.by_id("reused-prefix")
+        assert mark.text.encode() == call.request.exact_bytes()[:call.prefix["reused_bytes"]]
+        assert dom.by_id("raw-bytes").text.encode() == call.request.exact_bytes()
+        assert list(shown_reuse(dom).values()) == reuse_by_messages(call, world.store)
+        # found where the serialisation put them, from either end, not by comparing
+        text, messages = call.request.payload_json(), call.request.messages
+        n = len(messages)
+        for wanted in (range(n), range(n - 1, n), range(1, n), [0, n - 1]):
+            spans = call_view.message_spans(call.request, text, list(wanted))
+            assert spans is not None and sorted(spans) == sorted(wanted)
+            assert all(text[a:b] == canonical_json(messages[i]) for i, (a, b) in spans.items())
+
+
+def test_a_template_that_hides_the_messages_falls_back_to_comparing_them(
+        world: World, ui: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(call_view, "message_spans", lambda *args: None)
+    for listed in world.calls():
+        call = world.store.call(listed.id)
+        assert list(shown_reuse(page(ui, call.id)).values()) == \
+            reuse_by_messages(call, world.store)
+
+
+def test_a_large_previous_request_puts_the_diff_on_its_own_page(
+        world: World, ui: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    third = world.calls()[2]
+    inline = page(ui, third.id).find_all("div", class_="segment-diff")
+    monkeypatch.setattr(call_view, "DIFF_INLINE_BYTES", 10)
+    dom = page(ui, third.id)
+    assert not dom.find_all("div", class_="segment-diff")
+    link = dom.by_id("diff-link")
+    apart = parse(ui.get(link.attrs["href"]).text)
+    assert [d.text for d in apart.find_all("div", class_="segment-diff")] == \
+        [d.text for d in inline]
+    # the page still marks each message from the bytes alone
+    assert list(shown_reuse(dom).values()) == reuse_by_messages(
+        world.store.call(third.id), world.store)
+    first = world.calls()[0]
+    assert "No earlier call" in parse(ui.get(f"/ui/calls/{first.id}/diff").text).by_id(
+        "diff").text
 
 
 def test_a_user_token_sees_only_its_own_calls(world: World) -> None:
@@ -210,7 +295,8 @@ def test_a_user_token_sees_only_its_own_calls(world: World) -> None:
     ann_call, bob_call = world.calls()[0].id, world.calls(world.bob_cid)[0].id
     assert ui.get(f"/ui/calls/{ann_call}", headers={"Authorization": bearer["ann"]}
                   ).status_code == 200
-    for path in (f"/ui/calls/{bob_call}", f"/ui/calls/{bob_call}/raw"):
+    for path in (f"/ui/calls/{bob_call}", f"/ui/calls/{bob_call}/raw",
+                 f"/ui/calls/{bob_call}/diff"):
         refused = ui.get(path, headers={"Authorization": bearer["ann"]})
         assert refused.status_code == 403, path
         assert bob_call in refused.json()["error"]["message"]

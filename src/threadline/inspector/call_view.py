@@ -2,36 +2,49 @@
 
 Everything here comes from the record (``Store.call``: the request as sent, rebuilt from its
 stored deltas, and the prefix report made when it was sent) and from the log items of the
-call's own turn; nothing is recomputed that the record already says. In particular the shaded
-prefix of the raw bytes is exactly the report's ``reused_bytes`` of the request's exact bytes
+call's own turn; nothing the record already says is recomputed. The shaded prefix of the raw
+bytes is exactly the report's ``reused_bytes`` of the request's exact bytes
 (``SentRequest.exact_bytes``: the rendered prompt, or the canonical JSON payload), and the
 first divergence is the report's.
 
 The request's messages are laid out by the report's layout (the assembler's segments), with
 the current turn's segment split in two as the assembler built it: the tail (what the
 providers found for this turn) and the new user message. A backend that reshaped the messages
-(Anthropic's: the system prompt moves to ``system``, turns merge) has as many messages as its
-payload, not as the layout; those are shown as sent, in one list.
+(Anthropic's: the system prompt moves to ``system``, turns merge) sent as many messages as its
+payload has, not as the layout; those are shown as sent, in one list.
+
+Each message is marked by where its own bytes sit against the reused prefix (its content in a
+rendered prompt, its JSON in a payload, found in order in the exact text): wholly inside,
+cut by it, or after it. Finding them needs only this call's request; the previous call's is
+read for the diff, and, for a request so large that reading a second one would dominate the
+page (``DIFF_INLINE_BYTES``), the diff is a page of its own (``call_diff``).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from threadline.cache.prefix import PrefixReport
-from threadline.calls import ModelCall, shared_messages
+from threadline.calls import ModelCall, SentRequest, shared_messages
+from threadline.inspector.call_diff import (
+    SEGMENTS,
+    Messages,
+    SegmentDiff,
+    message_extra,
+    message_text,
+    segment_diff,
+)
 from threadline.items import Item, ItemKind, canonical_json
-from threadline.sequences import common_prefix_len
 from threadline.stores.base import Store
 
-SEGMENTS = ("tools", "system", "pinned", "static", "summary", "history", "tail", "message")
-HISTORY_PAGE = 100      # history messages per page of a long request
-MAX_TURN_ITEMS = 500    # how far back the turn's own items are looked for
-MAX_DIFF_LINES = 6000   # per side: past this a segment's diff is summarised, not computed
-CONTEXT_LINES = 3       # unchanged lines kept around each change in a diff
+__all__ = ["DIFF_INLINE_BYTES", "HISTORY_PAGE", "SEGMENTS", "CallPage", "DiffPage",
+           "call_diff", "call_page"]
+
+HISTORY_PAGE = 100            # history messages per page of a long request
+DIFF_INLINE_BYTES = 256 * 1024  # a previous request larger than this: the diff on its own page
+MAX_TURN_ITEMS = 500          # how far back the turn's own items are looked for
 _MESSAGE_KINDS = {ItemKind.USER, ItemKind.ASSISTANT, ItemKind.TOOL_CALL, ItemKind.TOOL_RESULT}
 
 
@@ -41,7 +54,7 @@ class ShownMessage:
     role: str
     content: str
     extra: str    # tool calls or the tool call id, as JSON ("" for neither)
-    reuse: str    # "reused" (the whole message repeats the previous call), "diverges", "new"
+    reuse: str    # "reused" (all its bytes repeat the previous call), "diverges", "new"
 
 
 @dataclass(frozen=True)
@@ -56,10 +69,10 @@ class Page:
 class ShownSegment:
     kind: str
     stability: str
-    start: int                       # index of its first message in the request
-    count: int                       # its messages in the request
+    start: int                          # index of its first message in the request
+    count: int                          # its messages in the request
     messages: tuple[ShownMessage, ...]  # those shown (one page of a long history)
-    page: Page | None = None         # set when the segment is paginated
+    page: Page | None = None            # set when the segment is paginated
 
 
 @dataclass(frozen=True)
@@ -74,33 +87,31 @@ class RawBytes:
 
 
 @dataclass(frozen=True)
-class DiffRow:
-    op: str    # " " unchanged, "-" only in the previous call, "+" only in this one, "…" skipped
-    text: str
-
-
-@dataclass(frozen=True)
-class SegmentDiff:
-    kind: str
-    status: str                 # "same", "changed", "added", "removed"
-    old_count: int
-    new_count: int
-    rows: tuple[DiffRow, ...]   # empty when the segment is the same
-
-
-@dataclass(frozen=True)
 class CallPage:
     call: ModelCall
     prefix: PrefixReport | None
-    previous: ModelCall | None
+    previous: ModelCall | None       # read only for the diff (None: none, or not inline)
     laid_out: bool                   # False: messages shown as sent (a reshaping backend)
     segments: tuple[ShownSegment, ...]
     tools: tuple[str, ...]           # each tool definition sent, as canonical JSON
     raw: RawBytes
-    diff: tuple[SegmentDiff, ...] | None  # None without a previous call
+    diff: tuple[SegmentDiff, ...] | None  # None: no previous call, or the diff is apart
     retrievals: tuple[Mapping[str, Any], ...]  # the turn's retrieval items' content
     recalls: tuple[Mapping[str, Any], ...]     # the turn's memory recall items' content
-    divergence_message: int | None   # the request message the first divergence is in
+
+    @property
+    def previous_call_id(self) -> str | None:
+        return None if self.prefix is None else self.prefix.previous_call_id
+
+    @property
+    def diff_apart(self) -> bool:
+        """The diff is on its own page (the previous request is too large to read here)."""
+        return self.previous_call_id is not None and self.diff is None
+
+    @property
+    def divergence_message(self) -> int | None:
+        d = None if self.prefix is None else self.prefix.divergence
+        return None if d is None else d.message
 
     @property
     def endpoint(self) -> str | None:
@@ -108,40 +119,71 @@ class CallPage:
         return None if found is None else str(found)
 
 
+@dataclass(frozen=True)
+class DiffPage:
+    call: ModelCall
+    previous: ModelCall | None
+    diff: tuple[SegmentDiff, ...] | None
+
+
 def call_page(store: Store, call: ModelCall, *, history_page: int | None = None) -> CallPage:
     """The page for ``call`` (read with its request; the caller has checked access)."""
     sent = call.request
     assert sent is not None, "Store.call() loads the request"
     prefix = None if call.prefix is None else PrefixReport.from_json(call.prefix)
-    previous = None
-    if prefix is not None and prefix.previous_call_id is not None:
-        previous = store.call(prefix.previous_call_id)
-    items = turn_items(store, call)
-    layout = _layout(call, items)
-    shared = 0
-    if previous is not None and previous.request is not None:
-        shared = shared_messages(previous.request, sent)
+    raw = raw_bytes(sent.prompt if sent.prompt is not None else sent.payload_json(),
+                    0 if prefix is None else prefix.reused_bytes,
+                    "rendered prompt" if sent.rendering is not None else "JSON payload")
     divergence = None if prefix is None or prefix.divergence is None \
         else prefix.divergence.message
+    items = turn_items(store, call)
+    layout = _layout(call, items)
     laid_out = layout is not None
     if layout is None:
         layout = [("messages", "as sent", 0, len(sent.messages))]
-    segments = tuple(_segment(kind, stability, start, count, sent.messages, shared,
-                              divergence, history_page)
-                     for kind, stability, start, count in layout)
+    shown = [_shown(kind, start, count, divergence, history_page)
+             for kind, _, start, count in layout]
+    reuse = _reuse_by_bytes(sent, raw, divergence,
+                            [i for first, last, _ in shown for i in range(first, last)])
+    previous = None
+    if prefix is not None and prefix.previous_call_id is not None and (
+            reuse is None or prefix.previous_bytes <= DIFF_INLINE_BYTES):
+        previous = store.call(prefix.previous_call_id)
+    if reuse is None:  # a message not found verbatim: compare the messages instead
+        shared = 0 if previous is None else shared_messages(_sent(previous), sent)
+        reuse = {i: "reused" if i < shared else "diverges" if i == divergence else "new"
+                 for i in range(len(sent.messages))}
+    segments = tuple(
+        ShownSegment(kind, stability, start, count,
+                     tuple(_message(sent.messages, i, reuse[i]) for i in range(first, last)),
+                     page)
+        for (kind, stability, start, count), (first, last, page) in zip(layout, shown,
+                                                                        strict=True))
     diff = None
-    if previous is not None and previous.request is not None:
-        diff = segment_diff(_split(previous, turn_items(store, previous)),
-                            _split(call, items))
+    if previous is not None and prefix is not None \
+            and prefix.previous_bytes <= DIFF_INLINE_BYTES:
+        diff = segment_diff(_by_segment(store, previous), _by_segment(store, call, items))
     return CallPage(
         call=call, prefix=prefix, previous=previous, laid_out=laid_out, segments=segments,
-        tools=tuple(canonical_json(t) for t in _tools(sent.params)),
-        raw=raw_bytes(sent.exact_bytes(), 0 if prefix is None else prefix.reused_bytes,
-                      "rendered prompt" if sent.rendering is not None else "JSON payload"),
-        diff=diff,
+        tools=tuple(canonical_json(t) for t in _tools(sent.params)), raw=raw, diff=diff,
         retrievals=tuple(i.content for i in reversed(items) if i.kind is ItemKind.RETRIEVAL),
-        recalls=tuple(i.content for i in reversed(items) if i.kind is ItemKind.RECALL),
-        divergence_message=divergence)
+        recalls=tuple(i.content for i in reversed(items) if i.kind is ItemKind.RECALL))
+
+
+def call_diff(store: Store, call: ModelCall) -> DiffPage:
+    """The segment-aware diff of ``call`` against the call its prefix report compared it
+    with (None where there was none)."""
+    previous_id = None if call.prefix is None else call.prefix.get("previous_call_id")
+    if previous_id is None:
+        return DiffPage(call, None, None)
+    previous = store.call(str(previous_id))
+    return DiffPage(call, previous, segment_diff(_by_segment(store, previous),
+                                                 _by_segment(store, call)))
+
+
+def _sent(call: ModelCall) -> SentRequest:
+    assert call.request is not None, "Store.call() loads the request"
+    return call.request
 
 
 # -- the turn's items and the layout ----------------------------------------------------------
@@ -172,8 +214,8 @@ def _ends_with_message(items: Sequence[Item]) -> bool:
 def _layout(call: ModelCall, items: Sequence[Item]) -> list[tuple[str, str, int, int]] | None:
     """The report's layout with ``current`` split into ``tail`` and ``message``; None where
     the messages sent are not the layout's (a reshaping backend, or no report)."""
-    sent = call.request
-    if call.prefix is None or sent is None:
+    sent = _sent(call)
+    if call.prefix is None:
         return None
     layout = [(x["segment"], x["stability"], x["start"], x["count"])
               for x in call.prefix["layout"]]
@@ -192,11 +234,12 @@ def _layout(call: ModelCall, items: Sequence[Item]) -> list[tuple[str, str, int,
     return out
 
 
-def _split(call: ModelCall, items: Sequence[Item]) -> dict[str, list[Mapping[str, Any]]]:
-    """The call's messages by segment (tool definitions as the ``tools`` segment)."""
-    sent = call.request
-    assert sent is not None
-    layout = _layout(call, items) or [("messages", "", 0, len(sent.messages))]
+def _by_segment(store: Store, call: ModelCall, items: Sequence[Item] | None = None
+                ) -> Messages:
+    """The call's messages by segment (its tool definitions as the ``tools`` segment)."""
+    sent = _sent(call)
+    layout = _layout(call, turn_items(store, call) if items is None else items) \
+        or [("messages", "", 0, len(sent.messages))]
     out = {kind: list(sent.messages[start:start + count]) for kind, _, start, count in layout}
     out["tools"] = [dict(t) for t in _tools(sent.params)]
     return out
@@ -207,103 +250,108 @@ def _tools(params: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [t for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else []
 
 
-def _extra(message: Mapping[str, Any]) -> str:
-    rest = {k: v for k, v in message.items() if k not in ("role", "content")}
-    return canonical_json(rest) if rest else ""
+def _shown(kind: str, start: int, count: int, divergence: int | None,
+           history_page: int | None) -> tuple[int, int, Page | None]:
+    """The messages of a segment to show, ``first`` to ``last`` (exclusive): all of them, or
+    one page of a long history (by default, the one the divergence is in, else the last)."""
+    if kind not in ("history", "messages") or count <= HISTORY_PAGE:
+        return start, start + count, None
+    pages = -(-count // HISTORY_PAGE)
+    if history_page is None:
+        if divergence is not None and start <= divergence < start + count:
+            history_page = (divergence - start) // HISTORY_PAGE + 1
+        else:
+            history_page = pages
+    number = min(max(history_page, 1), pages)
+    first = start + (number - 1) * HISTORY_PAGE
+    last = min(first + HISTORY_PAGE, start + count)
+    return first, last, Page(number, pages, first, last - 1)
 
 
-def _text(content: Any) -> str:
-    return content if isinstance(content, str) else canonical_json(content)
+def _message(messages: Sequence[Mapping[str, Any]], i: int, reuse: str) -> ShownMessage:
+    message = messages[i]
+    return ShownMessage(i, str(message.get("role", "")),
+                        message_text(message.get("content", "")), message_extra(message), reuse)
 
 
-def _segment(kind: str, stability: str, start: int, count: int,
-             messages: Sequence[Mapping[str, Any]], shared: int, divergence: int | None,
-             history_page: int | None) -> ShownSegment:
-    first, last, page = start, start + count, None
-    if kind in ("history", "messages") and count > HISTORY_PAGE:
-        pages = -(-count // HISTORY_PAGE)
-        if history_page is None:  # where the reader most likely looks: the break, or the end
-            if divergence is not None and start <= divergence < start + count:
-                history_page = (divergence - start) // HISTORY_PAGE + 1
-            else:
-                history_page = pages
-        number = min(max(history_page, 1), pages)
-        first = start + (number - 1) * HISTORY_PAGE
-        last = min(first + HISTORY_PAGE, start + count)
-        page = Page(number, pages, first, last - 1)
-    shown = tuple(
-        ShownMessage(i, str(messages[i].get("role", "")), _text(messages[i].get("content", "")),
-                     _extra(messages[i]),
-                     "reused" if i < shared else "diverges" if i == divergence else "new")
-        for i in range(first, last))
-    return ShownSegment(kind, stability, start, count, shown, page)
+# -- the raw bytes, and each message's place in them ------------------------------------------
 
-
-# -- the raw bytes ----------------------------------------------------------------------------
-
-def raw_bytes(exact: bytes, reused: int, what: str) -> RawBytes:
-    """``exact`` split after ``reused`` bytes (moved back to a character boundary, which a
-    report measured on characters always is)."""
+def raw_bytes(text: str, reused: int, what: str) -> RawBytes:
+    """``text`` (the exact bytes, decoded: ``SentRequest.exact_bytes`` is its UTF-8) split
+    after ``reused`` bytes, moved back to a character boundary (where a report measured on
+    characters always puts it)."""
+    if text.isascii():  # a byte is a character: no need to encode a large request
+        cut = max(0, min(reused, len(text)))
+        return RawBytes(text[:cut], text[cut:], cut, len(text), what)
+    exact = text.encode("utf-8")
     cut = max(0, min(reused, len(exact)))
     while 0 < cut < len(exact) and exact[cut] & 0xC0 == 0x80:
         cut -= 1
-    return RawBytes(exact[:cut].decode("utf-8"), exact[cut:].decode("utf-8"), cut, len(exact),
-                    what)
+    head = exact[:cut].decode("utf-8")
+    return RawBytes(head, text[len(head):], cut, len(exact), what)
 
 
-# -- the diff against the previous call -------------------------------------------------------
+def message_spans(sent: SentRequest, text: str, wanted: Sequence[int]
+                  ) -> dict[int, tuple[int, int]] | None:
+    """Where each ``wanted`` message's own text sits in ``text`` (the exact bytes, decoded),
+    in characters; None where one is not there verbatim (a template that escapes).
 
-def _lines(messages: Sequence[Mapping[str, Any]], offset: int = 0) -> list[str]:
-    out = []
-    for n, message in enumerate(messages, offset):
-        out.append(f"── message {n} · {message.get('role', '')}")
-        out.extend(_text(message.get("content", "")).split("\n"))
-        extra = _extra(message)
-        if extra:
-            out.append(extra)
+    In a rendered prompt, its content, each found after the one before. In a JSON payload,
+    its canonical JSON, where the payload's serialisation puts it: after the messages before
+    it or before the messages after it, whichever are fewer (serialised at once: one
+    C-level encode), and checked against the text. Only the messages on the page are
+    serialised one by one."""
+    messages = sent.messages
+    if sent.rendering is not None:
+        spans, cursor = {}, 0
+        for i, message in enumerate(messages):
+            needle = message_text(message.get("content", ""))
+            at = text.find(needle, cursor)
+            if at < 0:
+                return None
+            cursor = at + len(needle)
+            spans[i] = (at, cursor)
+        return spans
+    head, end = _array_bounds(sent, text)
+    if head < 0:
+        return None
+    out: dict[int, tuple[int, int]] = {}
+    position, at = 0, -1
+    for i in sorted(wanted):
+        if i != at:  # a run starts: from whichever end of the array is nearer
+            if i <= len(messages) - i:
+                position = head + (len(canonical_json(list(messages[:i]))) - 1 if i else 0)
+            else:
+                position = end - len(canonical_json(list(messages[i:]))) + 2
+        needle = canonical_json(messages[i])
+        if not text.startswith(needle, position):
+            return None
+        out[i] = (position, position + len(needle))
+        position, at = position + len(needle) + 1, i + 1
     return out
 
 
-def segment_diff(old: Mapping[str, Sequence[Mapping[str, Any]]],
-                 new: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[SegmentDiff, ...]:
-    """Segment by segment, what changed from ``old`` (the previous call's messages by
-    segment) to ``new``. Leading messages a segment shares are skipped by count (a long
-    history is mostly that), and only what follows is diffed, line by line."""
-    kinds = [k for k in (*SEGMENTS, "messages") if k in old or k in new]
-    out = []
-    for kind in kinds:
-        before, after = list(old.get(kind, ())), list(new.get(kind, ()))
-        if before == after:
-            out.append(SegmentDiff(kind, "same", len(before), len(after), ()))
-            continue
-        status = "added" if not before else "removed" if not after else "changed"
-        keep = common_prefix_len(before, after)
-        rows: list[DiffRow] = []
-        if keep:
-            rows.append(DiffRow("…", f"{keep} message{'s' if keep != 1 else ''} the same"))
-        a, b = _lines(before[keep:], keep), _lines(after[keep:], keep)
-        if len(a) > MAX_DIFF_LINES or len(b) > MAX_DIFF_LINES:
-            rows.append(DiffRow("…", f"{len(a):,} lines before and {len(b):,} after: too many "
-                                     "to compare here; the raw bytes below are exact"))
-        else:
-            rows.extend(_line_diff(a, b))
-        out.append(SegmentDiff(kind, status, len(before), len(after), tuple(rows)))
-    return tuple(out)
+def _array_bounds(sent: SentRequest, text: str) -> tuple[int, int]:
+    """In a JSON payload's text, where its first message starts and where the messages'
+    closing bracket is ((-1, -1) where the text is not laid out so): canonical JSON sorts
+    the keys, so what follows the messages is the params named after "messages"."""
+    fields = {"model": sent.model, **sent.params}
+    after = "".join(f",{canonical_json(k)}:{canonical_json(fields[k])}"
+                    for k in sorted(k for k in fields if isinstance(k, str) and k > "messages"))
+    head = text.find('"messages":[')
+    if head < 0 or not text.endswith("]" + after + "}"):
+        return -1, -1
+    return head + len('"messages":['), len(text) - len(after) - 2
 
 
-def _line_diff(a: Sequence[str], b: Sequence[str]) -> list[DiffRow]:
-    rows = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            same = a[i1:i2]
-            if len(same) > 2 * CONTEXT_LINES + 1:
-                rows += [DiffRow(" ", line) for line in same[:CONTEXT_LINES]]
-                rows.append(DiffRow("…", f"{len(same) - 2 * CONTEXT_LINES} lines the same"))
-                rows += [DiffRow(" ", line) for line in same[-CONTEXT_LINES:]]
-            else:
-                rows += [DiffRow(" ", line) for line in same]
-            continue
-        rows += [DiffRow("-", line) for line in a[i1:i2]]
-        rows += [DiffRow("+", line) for line in b[j1:j2]]
-    return rows
+def _reuse_by_bytes(sent: SentRequest, raw: RawBytes, divergence: int | None,
+                    wanted: Sequence[int]) -> dict[int, str] | None:
+    """Each ``wanted`` message: "reused" if it ends inside the reused prefix, "diverges"
+    where the prefix ends inside it (and always the report's divergence), else "new"."""
+    spans = message_spans(sent, raw.reused + raw.rest, wanted)
+    if spans is None:
+        return None
+    cut = len(raw.reused)
+    return {i: "diverges" if i == divergence or start < cut < end
+            else "reused" if cut and end <= cut else "new"
+            for i, (start, end) in spans.items()}

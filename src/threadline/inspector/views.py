@@ -3,6 +3,7 @@
     GET  /ui/calls/{call_id}                      one call: the request by segment, the reused
                                                   bytes shaded, the first divergence, a diff
                                                   against the previous call, the raw bytes
+    GET  /ui/calls/{call_id}/diff                 its diff against the previous call alone
     GET  /ui/calls/{call_id}/raw                  the exact bytes sent, and nothing else
     GET  /ui/memory/{user_id}                     the user's memory, with provenance and history
     GET  /ui/memory/{user_id}/{entry_id}/edit     a correction's form; POST: correct it
@@ -34,7 +35,7 @@ from fastapi.templating import Jinja2Templates
 from threadline.cache.pricing import profile
 from threadline.engine import Engine
 from threadline.errors import InputError
-from threadline.inspector.call_view import SEGMENTS, call_page
+from threadline.inspector.call_view import call_diff, call_page
 from threadline.inspector.charts import DEFAULT_INPUT_PRICE, DEFAULT_PROFILE, stats_charts
 from threadline.inspector.csrf import same_origin
 from threadline.inspector.memory_view import chains
@@ -106,7 +107,16 @@ def call_view(request: Request, call_id: str, caller: CallerDep, engine: EngineD
     """One model call, exactly as it was sent."""
     call = access.call(caller, engine.store, call_id)
     page = call_page(engine.store, call, history_page=history_page)
-    return render(request, "call.html", page=page, segment_order=SEGMENTS)
+    return render(request, "call.html", page=page)
+
+
+@router.get("/ui/calls/{call_id}/diff", name="inspector-call-diff",
+            response_class=HTMLResponse)
+def call_diff_view(request: Request, call_id: str, caller: CallerDep,
+                   engine: EngineDep) -> HTMLResponse:
+    """The call's diff against the previous call, on its own (for large requests)."""
+    call = access.call(caller, engine.store, call_id)
+    return render(request, "call_diff.html", page=call_diff(engine.store, call))
 
 
 @router.get("/ui/calls/{call_id}/raw", name="inspector-call-raw")
