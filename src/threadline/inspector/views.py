@@ -19,18 +19,18 @@ same ``MemoryStore`` method as the CLI's (``memory edit``, ``memory delete``, ``
 --all``), so it keeps the same guarantees: a deletion is real, and a forgotten user leaves
 nothing in any table.
 
-The pages need the engine at ``app.state.engine`` (``current_engine``).
+The pages need the engine they were mounted with (``current_engine``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from threadline.cache.pricing import profile
 from threadline.engine import Engine
@@ -47,8 +47,12 @@ from threadline.stats import GROUPINGS, METRICS, curves, since_of, turn_samples
 
 router = APIRouter()
 
-# until the inspector's shared templating module is in: the same directory, the same loader
-templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+# until the inspector's shared templating module is in: the same templates, loaded as it
+# loads them (autoescaped, a misspelt name an error rather than an empty string)
+templates = Jinja2Templates(env=Environment(
+    loader=PackageLoader("threadline.inspector", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True))
 
 MAX_FORM_BYTES = 64 * 1024
 _DONE = {"edited": "The entry was corrected; the old text is kept below as its history.",
@@ -61,9 +65,14 @@ def render(request: Request, name: str, **context: Any) -> HTMLResponse:
 
 
 def current_engine(request: Request) -> Engine:
-    found = getattr(request.app.state, "engine", None)
+    """The engine the inspector was mounted with: ``app.state.inspector.engine`` (what the
+    inspector's ``mount`` leaves), else ``app.state.engine``."""
+    state = request.app.state
+    found = getattr(getattr(state, "inspector", None), "engine", None) \
+        or getattr(state, "engine", None)
     if not isinstance(found, Engine):
-        raise RuntimeError("the inspector's pages need the engine at app.state.engine")
+        raise RuntimeError("the inspector's pages need the engine they were mounted with "
+                           "(app.state.inspector or app.state.engine)")
     return found
 
 
