@@ -28,8 +28,8 @@ from threadline.stores.base import MAIN, Store
 MAX_BARS = 400
 # what ``threadline stats`` bills under by default
 DEFAULT_PROFILE, DEFAULT_INPUT_PRICE = "anthropic-5m", 3.0
-WIDTH, HEIGHT = 640, 200
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 12, 44  # margins: room for the axis labels
+WIDTH, HEIGHT = 640, 220
+LEFT, RIGHT, TOP, BOTTOM = 84, 16, 34, 44  # margins: the title, the axis labels
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def _fmt_usd(v: float) -> str:
 
 
 def _fmt_ms(v: float) -> str:
-    return f"{v:,.0f} ms"
+    return f"{v:,.0f} ms" if v >= 10 or v == 0 else f"{v:.2g} ms"
 
 
 def _fmt_count(v: float) -> str:
@@ -85,6 +85,9 @@ def _frame(chart_id: str, title: str, desc: str, x_label: str, y_label: str, top
            f'id="{chart_id}" xmlns="http://www.w3.org/2000/svg">',
            f'<title id="{chart_id}-t">{escape(title)}</title>',
            f'<desc id="{chart_id}-d">{escape(desc)}</desc>',
+           # the title, shown (the <title> above is what names it to assistive technology)
+           f'<text class="chart-title" x="{LEFT}" y="18" aria-hidden="true">'
+           f'{escape(title)}</text>',
            f'<g class="axis" aria-hidden="true">'
            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}"/>'
            f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}"/>']
@@ -171,10 +174,10 @@ def line_chart(chart_id: str, title: str, desc: str, labels: Sequence[str],
                             f'data-label="{escape(labels[i])}" data-value="{v!r}">'
                             f'<title>{escape(f"{s.name} at turn {labels[i]}: {fmt(v)}")}'
                             f'</title></circle>')
-        legend_x = LEFT + 8 + s_index * 150
-        body.append(f'<text class="legend" x="{legend_x + 14}" y="{TOP + 10}">'
+        legend_x = WIDTH - RIGHT - 120 * (len(series) - s_index)
+        body.append(f'<text class="legend" x="{legend_x + 14}" y="18">'
                     f'{escape(s.name)}</text><rect class="swatch" x="{legend_x}" '
-                    f'y="{TOP + 2}" width="10" height="10"/></g>')
+                    f'y="9" width="10" height="10"/></g>')
     ticks = _ticks(labels, x_of)
     return _frame(chart_id, title, desc, x_label, y_label, high, fmt, body, ticks)
 
