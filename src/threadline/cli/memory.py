@@ -123,11 +123,7 @@ def add(ctx: Context, text: str, user_id: str, kind: str, source: str,
 @pass_context
 def edit(ctx: Context, entry_id: str, text: str, user_id: str, as_json: bool) -> None:
     """Correct an entry: the old text is kept as history, the new one is user-stated."""
-    store = ctx.memory()
-    old = store.get(user_id, entry_id)
-    entry = store.update(user_id, entry_id, NewMemory(
-        text, old.kind, Source.USER_STATED, old.conversation_id, old.item_seqs,
-        old.valid_from, old.valid_to, old.expires_at), reason="edited by the user")
+    entry = ctx.memory().correct(user_id, entry_id, text)
     output(entry.to_json(), as_json, entry.id)
 
 

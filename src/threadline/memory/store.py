@@ -95,6 +95,15 @@ class MemoryStore:
         self.backend.revise(entry_id, new, reason)
         return new
 
+    def correct(self, user_id: str, entry_id: str, text: str) -> MemoryEntry:
+        """The user's correction of a current entry (``threadline memory edit``, the
+        inspector's edit): the new text, user-stated, keeping the entry's kind, provenance
+        and validity; the old entry stays as history."""
+        old = self.get(user_id, entry_id)
+        return self.update(user_id, entry_id, NewMemory(
+            text, old.kind, Source.USER_STATED, old.conversation_id, old.item_seqs,
+            old.valid_from, old.valid_to, old.expires_at), reason="edited by the user")
+
     def invalidate(self, user_id: str, entry_id: str, reason: str) -> MemoryEntry:
         """Withdraw a current entry (kept as history until deleted)."""
         return self.backend.invalidate(user_id_checked(user_id), entry_id, self.clock(),
