@@ -47,13 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import PlainTextResponse
-from fastapi.staticfiles import StaticFiles
 from fastapi.testclient import TestClient
 
-import threadline.inspector
 from threadline.engine import Engine
-from threadline.inspector.views import router
+from threadline.inspector.app import mount
 from threadline.items import NewItem, new_id, utc_now
 from threadline.models.base import Completion
 from threadline.models.scripted import ScriptedModel
@@ -99,13 +96,9 @@ def build(store: SQLiteStore, messages: int, model: ScriptedModel) -> str:
 
 
 def app_for(engine: Engine) -> FastAPI:
-    """The service with the inspector's call page, as ``threadline serve`` will mount it."""
+    """The service with the inspector mounted, as ``threadline serve`` serves it."""
     app = create_app(engine)
-    app.state.engine = engine
-    static = Path(threadline.inspector.__file__).parent / "static"
-    app.mount("/ui/static", StaticFiles(directory=static), name="inspector-static")
-    app.add_api_route("/ui", lambda: PlainTextResponse(""), name="inspector-conversations")
-    app.include_router(router)
+    mount(app, engine)
     return app
 
 

@@ -19,15 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import PlainTextResponse
-from fastapi.staticfiles import StaticFiles
 from fastapi.testclient import TestClient
 
-import threadline.inspector
 from threadline.compaction.auto import Compaction
 from threadline.compaction.constraints import add_constraint
 from threadline.engine import Engine
-from threadline.inspector.views import router
+from threadline.inspector.app import mount
 from threadline.items import ItemKind, new_id
 from threadline.memory import MemoryKind, MemoryStore, NewMemory, Source
 from threadline.memory.recall import MemoryRecall
@@ -42,7 +39,6 @@ from threadline.standard import standard_engine
 from threadline.stores.base import Commit, NewConversation, Store
 from threadline.stores.tokens import TokenRole, issue
 
-STATIC = Path(threadline.inspector.__file__).parent / "static"
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SAME_ORIGIN = {"Origin": "http://testserver"}
 SYSTEM = "You are a travel assistant."
@@ -70,14 +66,7 @@ class Clock:
 
 def views_app(engine: Engine, *, require_tokens: bool = False) -> FastAPI:
     app = create_app(engine, require_tokens=require_tokens)
-    app.state.engine = engine
-    app.mount("/ui/static", StaticFiles(directory=STATIC), name="inspector-static")
-
-    @app.get("/ui", name="inspector-conversations")
-    def conversations() -> PlainTextResponse:  # the other pages' stand-in
-        return PlainTextResponse("conversations")
-
-    app.include_router(router)
+    mount(app, engine)
     return app
 
 

@@ -4,8 +4,9 @@ in the browser's own DOM, the segments opened and closed from the keyboard, a de
 refused by the browser until it is confirmed and then real, the charts' accessible names;
 a screenshot of each page is saved as a test artefact.
 
-Without Playwright or /usr/bin/chromium these skip, except where THREADLINE_REQUIRE_BROWSER=1
-(scripts/test), where that is a failure. Nothing is downloaded."""
+The browser is the suite's one Chromium (``conftest.py``): without Playwright or
+/usr/bin/chromium these skip, except where THREADLINE_REQUIRE_BROWSER=1 (scripts/test), where
+that is a failure. Nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -23,38 +24,15 @@ from threadline.memory import MemoryStore
 from threadline.stores.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Page
 
-CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    if os.environ.get("THREADLINE_REQUIRE_BROWSER") == "1":
-        from playwright.sync_api import sync_playwright
-        assert Path(CHROMIUM).exists(), "install Chromium: scripts/bootstrap browser"
-    else:
-        sync_playwright = pytest.importorskip(
-            "playwright.sync_api", reason="install the browser extra").sync_playwright
-        if not Path(CHROMIUM).exists():
-            pytest.skip("Debian's chromium is not installed")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update"])
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
-def tab(chromium: Browser) -> Iterator[Page]:
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    yield page
-    context.close()
+def tab(page: Page) -> Page:
+    """A tab of the suite's one Chromium (``conftest.py``: its ``page``, with no cookies)."""
+    return page
 
 
 @pytest.fixture

@@ -90,7 +90,9 @@ def test_the_first_divergence_names_its_segment_item_field_and_cause(world: Worl
     assert marked.attrs["data-reuse"] == "diverges"
     assert [m.attrs["data-reuse"] for m in dom.find_all("li", class_="message")
             if int(m.attrs["data-index"]) < int(index)] == ["reused"] * int(index)
-    assert box.find("a", href=f"/ui/c/{world.ann_cid}#seq-{first_user.seq}")
+    # the page of the conversation that holds the item, scrolled to it
+    assert box.find("a", href=f"/ui/c/{world.ann_cid}?branch=main&before={first_user.seq + 1}"
+                            f"#seq-{first_user.seq}")
 
     fork = next(c for c in world.calls() if c.branch == world.fork)
     assert page(ui, fork.id).by_id("divergence").attrs["data-cause"] == "fork"

@@ -133,7 +133,7 @@ def test_the_page_shows_provenance_trust_validity_and_revisions(world: World,
     assert stated.attrs["data-state"] == "current"
     assert stated.find("p", class_="memory-text").text == "Ann is flying to Lisbon in May"
     link = stated.find("a", class_="provenance")
-    assert link.attrs["href"] == f"/ui/c/{world.ann_cid}#seq-{first.seq}"
+    assert link.attrs["href"] == f"/ui/c/{world.ann_cid}?before={first.seq + 1}#seq-{first.seq}"
     assert stated.find(data_field="trust").text == "trusted · user_stated"
 
     inferred = page.by_id(f"entry-{world.ann_inferred}")

@@ -5,15 +5,13 @@ so both read one store through one token guard. The API does not import the insp
 sits a layer above the server (tests/test_layers.py).
 
 Mounted: the static files at ``/ui/static`` (route name ``inspector-static``), the views'
-routers (``routes.py``; and ``views.py`` where it exists), and an error page: a refusal or a
+routers (``routes.py`` and ``views.py``), and an error page: a refusal or a
 bad parameter on an inspector page is shown as HTML with the status the API would answer,
 while every other path keeps the API's JSON error.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Awaitable, Callable
 from typing import cast
 
@@ -23,12 +21,10 @@ from fastapi.staticfiles import StaticFiles
 
 from threadline.engine import Engine
 from threadline.errors import ThreadlineError
+from threadline.inspector import routes, views
 from threadline.inspector.deps import Inspector, Pricing
-from threadline.inspector.routes import router
 from threadline.inspector.templating import render
 from threadline.server.access import BROWSER_PREFIX
-
-_OTHER_VIEWS = "threadline.inspector.views"  # the call, memory and chart views
 
 Handler = Callable[[Request, Exception], Response | Awaitable[Response]]
 
@@ -36,13 +32,11 @@ Handler = Callable[[Request, Exception], Response | Awaitable[Response]]
 def mount(app: FastAPI, engine: Engine, *, pricing: Pricing | None = None) -> None:
     """Serve the inspector at ``/ui`` of ``app`` (made by ``create_app`` over ``engine``)."""
     app.state.inspector = Inspector(engine, pricing or Pricing())
-    app.state.engine = engine  # what views.py's pages reach the store through
     app.mount(f"{BROWSER_PREFIX}/static",
               StaticFiles(packages=[("threadline.inspector", "static")]),
               name="inspector-static")
-    app.include_router(router)
-    if importlib.util.find_spec(_OTHER_VIEWS) is not None:
-        app.include_router(importlib.import_module(_OTHER_VIEWS).router)
+    app.include_router(routes.router)  # conversations, a conversation, login
+    app.include_router(views.router)   # a call, a user's memory, the charts
     api_errors = cast(Handler | None, app.exception_handlers.get(ThreadlineError))
 
     async def error(request: Request, err: Exception) -> Response:

@@ -24,13 +24,11 @@ The pages need the engine they were mounted with (``current_engine``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.templating import Jinja2Templates
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from threadline.cache.pricing import profile
 from threadline.engine import Engine
@@ -38,7 +36,9 @@ from threadline.errors import InputError
 from threadline.inspector.call_view import call_diff, call_page
 from threadline.inspector.charts import DEFAULT_INPUT_PRICE, DEFAULT_PROFILE, stats_charts
 from threadline.inspector.csrf import same_origin
+from threadline.inspector.deps import InspectorDep
 from threadline.inspector.memory_view import chains
+from threadline.inspector.templating import render
 from threadline.items import utc_now
 from threadline.memory import MemoryStore
 from threadline.server import access
@@ -47,33 +47,15 @@ from threadline.stats import GROUPINGS, METRICS, curves, since_of, turn_samples
 
 router = APIRouter()
 
-# until the inspector's shared templating module is in: the same templates, loaded as it
-# loads them (autoescaped, a misspelt name an error rather than an empty string)
-templates = Jinja2Templates(env=Environment(
-    loader=PackageLoader("threadline.inspector", "templates"),
-    autoescape=select_autoescape(default=True, default_for_string=True),
-    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True))
-
 MAX_FORM_BYTES = 64 * 1024
 _DONE = {"edited": "The entry was corrected; the old text is kept below as its history.",
          "deleted": "The entry was deleted, with the versions it replaced.",
          "forgot": "Everything remembered about this user was deleted."}
 
 
-def render(request: Request, name: str, **context: Any) -> HTMLResponse:
-    return templates.TemplateResponse(request, name, context)
-
-
-def current_engine(request: Request) -> Engine:
-    """The engine the inspector was mounted with: ``app.state.inspector.engine`` (what the
-    inspector's ``mount`` leaves), else ``app.state.engine``."""
-    state = request.app.state
-    found = getattr(getattr(state, "inspector", None), "engine", None) \
-        or getattr(state, "engine", None)
-    if not isinstance(found, Engine):
-        raise RuntimeError("the inspector's pages need the engine they were mounted with "
-                           "(app.state.inspector or app.state.engine)")
-    return found
+def current_engine(inspector: InspectorDep) -> Engine:
+    """The engine the inspector was mounted with (``mount``)."""
+    return inspector.engine
 
 
 EngineDep = Annotated[Engine, Depends(current_engine)]
