@@ -1,5 +1,5 @@
-"""``threadline eval``: threadline's parts on external benchmark files (``canard`` for the
-rewrite hop, ``locomo`` for long-term memory)."""
+"""``threadline eval``: threadline's parts on external benchmark files (``canard`` and
+``cast`` for the rewrite hop, ``locomo`` for long-term memory)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, json_option, output, pass_context
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
-from threadline.cli.rewrite import canard
+from threadline.cli.rewrite_eval import canard, cast
 from threadline.eval.locomo import evaluate, load_locomo, model_extraction
 from threadline.memory.recall import K
 from threadline.models import MODELS
@@ -24,6 +24,7 @@ def eval_() -> None:
 
 
 eval_.add_command(canard)
+eval_.add_command(cast)
 
 
 @eval_.command()
