@@ -155,7 +155,10 @@ def _follow(out: str, text: str, salience: Salience) -> tuple[str, list[str]]:
                 parts[i], replaced = target, True
         pieces[n] = "".join(parts)
     out = "".join(pieces)
-    return out, ([] if replaced else [singular])
+    # an "it" that points at nothing ("is it possible to ...") carries nothing to a question
+    # that has a subject of its own
+    pointless = not replaced and re.search(r"\bit\s+" + _EXPLETIVE.pattern, text, re.I)
+    return out, ([] if replaced or (pointless and has_subject(salience, text)) else [singular])
 
 
 def _names_before_pointing(salience: Salience, text: str) -> bool:
