@@ -67,7 +67,9 @@ def locate(path: Path, year: int | None = None, rewrites: Path | None = None) ->
         raise InputError(f"{path} is a rewrites TSV, not a topics file",
                          hint="pass the 2019 topics JSON (or the folder holding both) and give "
                               "the TSV with --rewrites if it is not beside it")
-    found = 2020 if _has_manual_rewrites(read_records(path, what="CAsT topics")) else 2019
+    records = read_records(path, what="CAsT topics")
+    found = 2020 if _has_manual_rewrites(records) else 2019
+    _topics(path, records, _HINT_2020 if found == 2020 else _HINT_2019)  # is it CAsT at all?
     if year is not None and year != found:
         raise InputError(f"{path} is in the CAsT {found} format, not {year}'s",
                          hint=_HINT_2020 if year == 2020 else _HINT_2019)
