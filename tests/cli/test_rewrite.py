@@ -58,7 +58,8 @@ def test_eval_canard_scores_each_rewriter(tl: Invoke, tmp_path: Path) -> None:
     result = tl("eval", "canard", str(data), "--model-limit", "2", "--json")
     assert result.code == 0, result.err
     report = result.json()
-    assert set(report["rewriters"]) == {"raw", "deterministic", "model", "race"}
+    assert set(report["rewriters"]) == {"raw", "topic rules", "deterministic", "model", "race"}
+    assert report["split"]["name"] == "unsplit" and report["salience_cost"]["p50_ratio"]
     raw, det = report["rewriters"]["raw"], report["rewriters"]["deterministic"]
     assert raw["resolution_recall"] == 0.0 and raw["noop_precision"] == 1.0
     assert det["must_preserve_retention"] == 1.0

@@ -1,6 +1,6 @@
-"""``threadline eval``: threadline's parts on external benchmark files (``canard`` for the
-rewrite hop, ``locomo`` for long-term memory, ``constraints`` for standing-constraint
-detection on hand-annotated real conversations)."""
+"""``threadline eval``: threadline's parts on external benchmark files (``canard`` and
+``cast`` for the rewrite hop, ``locomo`` for long-term memory, ``constraints`` for
+standing-constraint detection on hand-annotated real conversations)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import click
 from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, json_option, output, pass_context
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
-from threadline.cli.rewrite import canard
+from threadline.cli.rewrite_eval import canard, cast
 from threadline.compaction.constraints import detect
 from threadline.errors import InputError
 from threadline.eval import constraints as constraint_eval
@@ -30,6 +30,7 @@ def eval_() -> None:
 
 
 eval_.add_command(canard)
+eval_.add_command(cast)
 
 
 @eval_.command()

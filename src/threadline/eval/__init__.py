@@ -3,6 +3,8 @@
 - ``replay``: real conversations replayed turn by turn through assembly policies, and priced;
 - ``locomo``: long-term memory recall on files in LoCoMo's format;
 - ``canard``: the follow-up rewriters on files in CANARD's format;
+- ``cast``: TREC CAsT topics as rewrite examples, scored the same way;
+- ``splits``: which of that data the rewriter was developed on (dev) and which is held out;
 - ``files``: reading such a benchmark file, or saying what is wrong with it.
 
 They sit above the turn pipeline (``replay`` assembles requests as a turn does), so the

@@ -28,6 +28,7 @@ from threadline.rewrite.anchors import (
     sections,
     time_anchors,
 )
+from threadline.rewrite.salience import PhraseFinder, Salience, has_subject, rule_phrases
 
 POINTERS = re.compile(r"\b(he|she|him|his|her|hers|they|them|their|theirs|it|its|this|that|these|"
                       r"those|there|then|else|other|another|besides|before|after|next|same|"
@@ -44,6 +45,24 @@ _NON_ANSWER = re.compile(r"\W*(i don'?t know|unknown|no answer|cannotanswer|not 
                         re.IGNORECASE)
 _QUOTED = re.compile(r'("[^"]*"|“[^”]*”)')
 _CARRIED_FROM_ANSWER = 3  # names from the last answer that travel with a follow-up
+_IT = re.compile(r"\b(it|its|this)\b", re.IGNORECASE)
+_THEY = re.compile(r"\b(they|them|their)\b", re.IGNORECASE)
+# "it" that points at nothing: "is it possible to", "it is raining"
+_EXPLETIVE = re.compile(r"(possible|necessary|true|ok|okay|safe|better|worth|likely|hard|easy|"
+                        r"raining|snowing)\b")
+# "this" as a pronoun, not a determiner: followed by a verb or nothing
+_POINTS = re.compile(r"(is|was|has|have|had|do|does|did|mean|means|work|works|happen|happens|"
+                     r"affect|affects|change|changed|cause|causes|compare|)$")
+
+
+# where a second question begins inside a message ("What is X, and why is it famous?")
+_CLAUSE = re.compile(r"(?:,|\band\b|\?)\s*(?:and\s+)?(?:why|what|how|when|where|who|which)\b",
+                     re.IGNORECASE)
+
+
+def default_phrases() -> PhraseFinder:
+    """The noun-phrase finder the rewriter uses (the one that measured better on dev)."""
+    return rule_phrases
 
 
 @dataclass(frozen=True)
@@ -58,12 +77,17 @@ def turns_of(items: Sequence[Item]) -> list[Turn]:
             for item in items if item.kind in (ItemKind.USER, ItemKind.ASSISTANT)]
 
 
-def rewrite(history: Sequence[Turn], text: str) -> str:
-    """``text`` as a standalone query, given the conversation before it."""
+def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
+            phrases: PhraseFinder | None = None) -> str:
+    """``text`` as a standalone query, given the conversation before it. ``follow``: resolve
+    "it", "they", "this" and a left-out noun to the salient entity of the recent turns
+    (``rewrite.salience``, noun phrases by ``phrases``, the default finder if None); without
+    it, only the opening topic and the last turn's names are used (the rule path before)."""
     if not history:
         return text
     if not POINTERS.search(text) and names(text[1:]):
         return text  # already names what it is about
+    salience = conversation_salience(history, phrases or default_phrases()) if follow else None
     opening = next((t.text for t in history if t.role == "user"), history[0].text)
     topics = names(opening)
     topic = topics[0] if topics else None
@@ -72,14 +96,83 @@ def rewrite(history: Sequence[Turn], text: str) -> str:
     person = any(_PERSONAL.search(t.text) for t in history) or bool(_PERSONAL.search(text))
     subject = _subject(last_answer)
     out = _resolve(text, topic, subject if person else None)
+    focus: list[str] = []
+    if salience is not None and (POINTERS.search(text) or not has_subject(salience, text)):
+        out, focus = _follow(out, text, salience)  # else the question has moved on
     end = "?" if text.rstrip().endswith("?") else ""
     if _MORE.search(text) and last_answer and len(last_answer.split()) <= 8 \
             and not _NON_ANSWER.match(last_answer):
         out = out.rstrip(" ?.!") + f" besides {last_answer.strip(' .')}" + end
-    carried = _carry(out, text, topics, last_question, last_answer)
+    carried = _carry(out, text, [*focus, *topics], last_question, last_answer)
     if carried:
         out = out.rstrip(" ?.!") + " (" + ", ".join(carried) + ")" + end
     return out
+
+
+def conversation_salience(history: Sequence[Turn], phrases: PhraseFinder) -> Salience:
+    """The entity scores after ``history``, each question's pronouns and left-out nouns
+    counted as mentions of what they point at."""
+    salience = Salience(phrases)
+    for turn in history:
+        if turn.role != "user":
+            salience.add(turn.text, role="assistant")
+            continue
+        pointed = []
+        if _IT.search(turn.text) or _THEY.search(turn.text) or \
+                not has_subject(salience, turn.text):
+            target = salience.focus(plural=bool(_THEY.search(turn.text)), exclude=turn.text)
+            pointed = [t.strip() for t in (target or "").split(" and ") if t.strip()]
+        salience.add(turn.text, resolved=pointed)
+    return salience
+
+
+def _follow(out: str, text: str, salience: Salience) -> tuple[str, list[str]]:
+    """``it``/``its``/``this`` and ``they``/``them``/``their`` replaced by the salient
+    entity (quoted text left alone); the entity to carry if nothing pointed at it."""
+    singular = salience.focus(exclude=text)
+    plural = salience.focus(plural=True, exclude=text)
+    if singular is None or _names_before_pointing(salience, text):
+        return out, []  # "What is Rock City, and why is it famous?": "it" is Rock City
+    pieces = _QUOTED.split(out)
+    replaced = False
+    for n, piece in enumerate(pieces):
+        if n % 2:
+            continue
+        parts = re.split(r"(\W+)", piece)
+        for i, part in enumerate(parts):
+            low = part.lower()
+            following = parts[i + 2].lower() if i + 2 < len(parts) else ""
+            after = parts[i + 1] if i + 1 < len(parts) else ""
+            target = plural if low in ("they", "them", "their") else singular
+            if target is None or content_words(target) <= content_words(out):
+                continue
+            if low == "it" and not _EXPLETIVE.match(following):
+                parts[i], replaced = target, True
+            elif low == "its" or (low == "their" and following.isalpha()):
+                parts[i], replaced = _possessive(target), True
+            elif low in ("they", "them") or (low == "this" and _POINTS.match(
+                    following if after.strip() == "" else "")):
+                parts[i], replaced = target, True
+        pieces[n] = "".join(parts)
+    out = "".join(pieces)
+    # an "it" that points at nothing ("is it possible to ...") carries nothing to a question
+    # that has a subject of its own
+    pointless = not replaced and re.search(r"\bit\s+" + _EXPLETIVE.pattern, text, re.I)
+    return out, ([] if replaced or (pointless and has_subject(salience, text)) else [singular])
+
+
+def _names_before_pointing(salience: Salience, text: str) -> bool:
+    """Whether ``text`` names a subject of its own before its first pronoun (which then
+    points at that subject, not at an earlier turn)."""
+    first = _IT.search(text) or _THEY.search(text)
+    if first is None:
+        return False
+    clauses = list(_CLAUSE.finditer(text, 0, first.start()))
+    return bool(clauses) and has_subject(salience, text[:clauses[-1].start()])
+
+
+def _possessive(target: str) -> str:
+    return target + ("'" if target.endswith("s") else "'s")
 
 
 def _subject(answer: str) -> str | None:
