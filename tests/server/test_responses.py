@@ -10,12 +10,17 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import uvicorn
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from openai import BadRequestError, NotFoundError, OpenAI
 
@@ -23,6 +28,7 @@ from threadline.engine import Engine
 from threadline.errors import ModelCallFailed
 from threadline.items import ItemKind
 from threadline.models.scripted import ScriptedModel
+from threadline.request import Request
 from threadline.server import responses as responses_module
 from threadline.server.app import create_app
 from threadline.stores.base import Store
@@ -148,6 +154,59 @@ def test_a_stream_dropped_early_still_keeps_its_response(store: Store) -> None:
         assert time.monotonic() < deadline, "the turn did not finish without its client"
         time.sleep(0.05)
     assert got.json()["output"][0]["content"][0]["text"] == reply
+
+
+@contextmanager
+def _served(app: FastAPI) -> Iterator[str]:
+    """``app`` behind a real uvicorn server on a free port, so a client can hang up on a
+    stream and carry on while the app is still sending it."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+
+
+def test_a_store_false_stream_left_early_is_deleted_when_its_turn_ends(store: Store) -> None:
+    """The turn goes on without its client: its conversation is there until the turn ends (a
+    request refused meanwhile writes nothing), then it is deleted, as store=false says."""
+    asked, release = threading.Event(), threading.Event()
+
+    def held(request: Request) -> str:
+        asked.set()
+        release.wait(timeout=20)
+        return "a reply nobody reads"
+
+    with _served(create_app(Engine(store, ScriptedModel(default=held)))) as base:
+        try:
+            _hang_up_then_refuse(base, store, asked)
+        finally:
+            release.set()
+        deadline = time.monotonic() + 20
+        while store.conversations():
+            assert time.monotonic() < deadline, "the turn did not end without its client"
+            time.sleep(0.05)
+
+
+def _hang_up_then_refuse(base: str, store: Store, asked: threading.Event) -> None:
+    """While the turn is held at its model: its client hangs up, and a refusal writes nothing."""
+    with httpx.stream("POST", f"{base}/v1/responses", timeout=20,
+                      json={"input": "Hi.", "store": False, "stream": True}) as stream:
+        assert next(stream.iter_lines()) == "event: response.created"
+    assert asked.wait(timeout=20), "the turn did not reach the model"
+    running = _counts(store)
+    assert running[0] == 1, "the turn's conversation is kept while it runs"
+    refused = httpx.post(f"{base}/v1/responses", timeout=20,
+                         json={"input": "Hi.", "tools": [{"type": "function"}]})
+    assert refused.status_code == 400, refused.text
+    assert _counts(store) == running
 
 
 def test_chaining_from_an_older_response_forks_a_branch(sdk: OpenAI, store: Store) -> None:

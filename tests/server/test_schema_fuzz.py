@@ -1,6 +1,12 @@
 """Schemathesis against the service's OpenAPI spec: generated requests, valid and invalid, to
 every operation. Whatever arrives, the answer is never a 5xx; a 4xx has the JSON error shape
-with a message, and leaves the store as it was."""
+with a message, and leaves the store as it was.
+
+A streamed turn runs in its own thread and finishes whether or not its client keeps reading
+(``server/streams.py``), so a stream left unread would go on writing during the next example
+and its writes would be counted against that one. Each stream is read to its end instead: its
+last event is sent only once the turn, its response record and any ``store: false`` clean-up
+are written."""
 
 from __future__ import annotations
 
@@ -19,6 +25,9 @@ from threadline.models.scripted import ScriptedModel
 from threadline.server.app import create_app
 from threadline.stores.base import Store
 from threadline.stores.sqlite import SQLiteStore
+
+# schemathesis stops reading a stream after 20 events, or at its 10 s request timeout
+WHOLE_STREAMS = {"max-stream-events": 1_000_000, "request-timeout": 60}
 
 
 def _counts(store: Store) -> tuple[int, ...]:
@@ -39,6 +48,7 @@ def _fuzz(operation: Any, fixed: dict[str, str], mode: GenerationMode,
     def check(case: Any) -> None:
         before = _counts(store)
         response = case.call_and_validate(checks=[not_a_server_error])
+        assert not response.stream_cut_short, f"{operation.label}: a stream was left unread"
         statuses.add(response.status_code)
         if 400 <= response.status_code < 500:
             body = response.json()
@@ -59,7 +69,8 @@ def test_no_request_gets_a_server_error_and_refused_ones_change_nothing(
     store = SQLiteStore(tmp_path / "threadline.db")
     engine = Engine(store, ScriptedModel())
     cid = engine.run_turn("a conversation for the generated requests to find").conversation_id
-    schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(engine))
+    schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(engine),
+                                            config=schemathesis.Config.from_dict(WHOLE_STREAMS))
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 8
     seen: dict[str, set[int]] = {}
