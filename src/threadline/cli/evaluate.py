@@ -1,5 +1,6 @@
 """``threadline eval``: threadline's parts on external benchmark files (``canard`` for the
-rewrite hop, ``locomo`` for long-term memory)."""
+rewrite hop, ``locomo`` for long-term memory), and whole conversations: ``run``, ``report``,
+``rescore`` and ``runs`` (``cli/eval_runs.py``), ``lic-logs`` (``cli/eval_logs.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import click
 
 from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, json_option, output, pass_context
+from threadline.cli.eval_runs import COMMANDS
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
 from threadline.cli.rewrite import canard
 from threadline.eval.locomo import evaluate, load_locomo, model_extraction
@@ -20,10 +22,12 @@ from threadline.retrieval.dense import Embedder
 
 @click.group(name="eval")
 def eval_() -> None:
-    """Evaluate threadline's parts on external benchmark files."""
+    """Evaluate threadline's parts, and whole conversations (docs/eval.md)."""
 
 
 eval_.add_command(canard)
+for _command in COMMANDS:
+    eval_.add_command(_command)
 
 
 @eval_.command()
