@@ -11,6 +11,7 @@ import click
 
 from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, json_option, output, pass_context
+from threadline.cli.eval_logs import lic_logs
 from threadline.cli.eval_runs import COMMANDS
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
 from threadline.cli.rewrite import canard
@@ -26,7 +27,7 @@ def eval_() -> None:
 
 
 eval_.add_command(canard)
-for _command in COMMANDS:
+for _command in (*COMMANDS, lic_logs):
     eval_.add_command(_command)
 
 

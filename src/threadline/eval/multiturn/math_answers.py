@@ -18,8 +18,11 @@ The answer is found by the first rule that matches, most explicit first:
                after its last concluding word ("therefore", "so", "in total" ...), else its
                last "= N", else its last number
 
-A reply that ends by asking the user something, and states no boxed or marked answer, is a
-clarification; one with none of the above is discussion.
+A reply with a boxed or marked answer is an answer attempt. Otherwise one that asks the user
+for something (a question in its last paragraphs that is not a closing offer like "anything
+else?", or a request: "please provide", "I still need to know", "without knowing") is a
+clarification; one with a number found by the other rules is an answer attempt; the rest is
+discussion.
 """
 
 from __future__ import annotations
@@ -150,13 +153,30 @@ def _concluded(text: str) -> str | None:
     return None
 
 
+_CLOSING = re.compile(r"anything else|further (?:questions?|assistance|help)|does this help|"
+                      r"make sense|other questions?|need (?:any )?(?:more|further) help|"
+                      r"help with anything|would you like", re.I)
+_NEEDS = re.compile(r"please (?:provide|share|tell|clarify|specify|let me know)|"
+                    r"(?:could|can|would) you (?:please )?(?:provide|share|tell|clarify|specify|"
+                    r"confirm|give)|i (?:still )?need (?:to know|more|the|some|a few)|"
+                    r"need more (?:information|details|context)|without (?:knowing|more|the)|"
+                    r"once you provide|if you (?:can )?provide|let me know (?:the|how|what)|"
+                    r"not enough information|missing information", re.I)
+
+
 def _asks(text: str) -> bool:
-    """The reply ends by asking the user something."""
-    tail = [s for s in _sentences(text.strip())[-3:] if s.strip()]
-    return any(s.rstrip(" *)").endswith("?") for s in tail)
+    """The reply ends by asking the user for something (a closing offer such as "anything
+    else?" asks nothing), or says it needs more to go on."""
+    paragraphs = [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+    tail = " ".join(paragraphs[-2:])
+    if _NEEDS.search(tail):
+        return True
+    questions = [s for s in _sentences(tail)[-3:] if s.rstrip(" *)").endswith("?")]
+    return any(not _CLOSING.search(q) for q in questions)
 
 
 def classify(text: str) -> str:
+    """answer_attempt, clarification or discussion, by the rules in the module's docstring."""
     if not text.strip():
         return DISCUSSION
     if marked_answer(text) is not None:
