@@ -45,7 +45,8 @@ def _print(report: dict[str, Any]) -> None:
         click.echo(f"\n{kind}: {found['conversations']} conversations, "
                    f"{found['evaluations']} graded answers; references: {', '.join(sources)}")
         click.echo("  agreement with the logged grades: answers "
-                   f"{pct(found['evaluation_agreement'])}, grader alone {pct(found['grader_agreement'])}, runs "
+                   f"{pct(found['evaluation_agreement'])}, grader alone "
+                   f"{pct(found['grader_agreement'])}, runs "
                    f"{pct(found['run_agreement'])}, answer-attempt labels "
                    f"{pct(found['classification_agreement'])}")
         click.echo("  answers graded differently:")
