@@ -13,10 +13,10 @@ The answer is found by the first rule that matches, most explicit first:
     bold       in the answer paragraph (the last one that states a number, past closing
                offers and caveats: "If you need...", "Let me know...", "Note..."), its
                first bold number (``**3 trucks**``)
-    stated     else, in its last sentence with a number: the last number a verb states
-               ("is 3,360", "needs 3", "has scored about 3,360"), else the first number
-               after its last concluding word ("therefore", "so", "in total" ...), else its
-               last "= N", else its last number
+    stated     else, in its last sentence with a number: its last "= N", else the last
+               number a verb states ("is 3,360", "needs 3", "has scored about 3,360"), else
+               the first number after its last concluding word ("therefore", "so", "in
+               total" ...), else its last number
 
 A reply with a boxed or marked answer is an answer attempt. Otherwise one that asks the user
 for something (a question in its last paragraphs that is not a closing offer like "anything
@@ -139,6 +139,9 @@ def _concluded(text: str) -> str | None:
         if not _NUMBER.search(sentence):
             continue
         word = next(reversed(list(_CONCLUDING.finditer(sentence))), None)  # the last one
+        equals = [str(m.group(1)).strip() for m in _EQUALS.finditer(sentence)]
+        if equals:
+            return equals[-1]
         stated = [str(m.group(1)).strip() for m in _STATED.finditer(sentence)]
         if stated:
             return stated[-1]
@@ -146,9 +149,6 @@ def _concluded(text: str) -> str | None:
             after = _numbers(sentence[word.end():])
             if after:
                 return after[0]
-        equals = [str(m.group(1)).strip() for m in _EQUALS.finditer(sentence)]
-        if equals:
-            return equals[-1]
         return _numbers(sentence)[-1]
     return None
 
