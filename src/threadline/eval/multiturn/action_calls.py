@@ -212,8 +212,10 @@ def extract(text: str) -> str | None:
 
 
 def classify(text: str) -> str:
-    if extract(text) is not None:
-        return ANSWER_ATTEMPT
+    return ANSWER_ATTEMPT if extract(text) is not None else _no_calls(text)
+
+
+def _no_calls(text: str) -> str:
     return CLARIFICATION if "?" in text else DISCUSSION
 
 
@@ -221,7 +223,7 @@ def grade(text: str, reference: Mapping[str, Any]) -> Grade:
     try:
         calls = parse_calls(text)
     except NotCalls:
-        return Grade(classify(text))
+        return Grade(_no_calls(text))
     return grade_calls(calls, reference)
 
 

@@ -106,8 +106,10 @@ def marked_answer(text: str) -> str | None:
 def extract(text: str) -> str | None:
     """The reply's numeric answer by the rules above, or None."""
     found = marked_answer(text)
-    if found is not None:
-        return found
+    return found if found is not None else _unmarked(text)
+
+
+def _unmarked(text: str) -> str | None:
     paragraph = _answer_paragraph(_plain(text))
     if paragraph is None:
         return None
@@ -177,21 +179,28 @@ def _asks(text: str) -> bool:
 
 def classify(text: str) -> str:
     """answer_attempt, clarification or discussion, by the rules in the module's docstring."""
+    return _read(text)[0]
+
+
+def _read(text: str) -> tuple[str, str | None]:
+    """The reply's response type and its answer, each rule run once."""
     if not text.strip():
-        return DISCUSSION
-    if marked_answer(text) is not None:
-        return ANSWER_ATTEMPT
+        return DISCUSSION, None
+    marked = marked_answer(text)
+    if marked is not None:
+        return ANSWER_ATTEMPT, marked
     if _asks(text):
-        return CLARIFICATION
-    return ANSWER_ATTEMPT if extract(text) is not None else DISCUSSION
+        return CLARIFICATION, None
+    found = _unmarked(text)
+    return (ANSWER_ATTEMPT, found) if found is not None else (DISCUSSION, None)
 
 
 def grade(text: str, gold: str) -> Grade:
     """The reply's response type and, for an answer attempt, GSM8K's grade of its number."""
-    kind = classify(text)
+    kind, answer = _read(text)
     if kind != ANSWER_ATTEMPT:
         return Grade(kind)
-    return grade_answer(extract(text), gold, kind)
+    return grade_answer(answer, gold, kind)
 
 
 def grade_answer(answer: str | None, gold: str, kind: str = ANSWER_ATTEMPT) -> Grade:

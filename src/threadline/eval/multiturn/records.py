@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,11 @@ class TurnRecord:
     grade: Grade                # as graded while running (it decided whether to go on)
     fallback: bool = False      # the simulator fell back to the verbatim shard
 
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["grade"] = self.grade.to_json()
-        out["shards"] = list(self.shards)
-        return out
+    def to_json(self) -> dict[str, Any]:  # by hand: dataclasses.asdict deep-copies, slowly
+        return {"index": self.index, "kind": self.kind, "shards": list(self.shards),
+                "user_seq": self.user_seq, "reply_seq": self.reply_seq,
+                "call_id": self.call_id, "grade": self.grade.to_json(),
+                "fallback": self.fallback}
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> TurnRecord:
@@ -72,10 +72,11 @@ class TrialRecord:
         return any(turn.grade.correct for turn in self.turns)
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["turns"] = [turn.to_json() for turn in self.turns]
-        out["correct"] = self.correct
-        return out
+        return {"task_id": self.task_id, "task_kind": self.task_kind,
+                "condition": self.condition, "arm": self.arm, "trial": self.trial,
+                "seed": self.seed, "conversation_id": self.conversation_id,
+                "turns": [turn.to_json() for turn in self.turns], "error": self.error,
+                "elapsed_s": self.elapsed_s, "correct": self.correct}
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> TrialRecord:
