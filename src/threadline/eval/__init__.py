@@ -3,7 +3,10 @@
 - ``replay``: real conversations replayed turn by turn through assembly policies, and priced;
 - ``locomo``: long-term memory recall on files in LoCoMo's format;
 - ``canard``: the follow-up rewriters on files in CANARD's format;
-- ``files``: reading such a benchmark file, or saying what is wrong with it.
+- ``files``: reading such a benchmark file, or saying what is wrong with it;
+- ``multiturn``: whole conversations under Lost in Conversation's conditions, each a
+  recorded threadline conversation, graded by program, with distribution metrics
+  (docs/eval.md).
 
 They sit above the turn pipeline (``replay`` assembles requests as a turn does), so the
 runtime (engine, turn, providers, server) never imports this package; only the CLI's ``eval``
