@@ -1,6 +1,8 @@
 """``threadline eval``: threadline's parts on external benchmark files (``canard`` and
 ``cast`` for the rewrite hop, ``locomo`` for long-term memory, ``constraints`` for
-standing-constraint detection on hand-annotated real conversations)."""
+standing-constraint detection on hand-annotated real conversations), and whole
+conversations: ``run``, ``report``, ``rescore`` and ``runs`` (``cli/eval_runs.py``),
+``lic-logs`` (``cli/eval_logs.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import click
 
 from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, json_option, output, pass_context
+from threadline.cli.eval_logs import lic_logs
+from threadline.cli.eval_runs import COMMANDS
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
 from threadline.cli.rewrite_eval import canard, cast
 from threadline.compaction.constraints import detect
@@ -26,11 +30,13 @@ from threadline.retrieval.dense import Embedder
 
 @click.group(name="eval")
 def eval_() -> None:
-    """Evaluate threadline's parts on external benchmark files."""
+    """Evaluate threadline's parts, and whole conversations (docs/eval.md)."""
 
 
 eval_.add_command(canard)
 eval_.add_command(cast)
+for _command in (*COMMANDS, lic_logs):
+    eval_.add_command(_command)
 
 
 @eval_.command()

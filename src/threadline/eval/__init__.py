@@ -5,7 +5,10 @@
 - ``canard``: the follow-up rewriters on files in CANARD's format;
 - ``cast``: TREC CAsT topics as rewrite examples, scored the same way;
 - ``splits``: which of that data the rewriter was developed on (dev) and which is held out;
-- ``files``: reading such a benchmark file, or saying what is wrong with it.
+- ``files``: reading such a benchmark file, or saying what is wrong with it;
+- ``multiturn``: whole conversations under Lost in Conversation's conditions, each a
+  recorded threadline conversation, graded by program, with distribution metrics
+  (docs/eval.md).
 
 They sit above the turn pipeline (``replay`` assembles requests as a turn does), so the
 runtime (engine, turn, providers, server) never imports this package; only the CLI's ``eval``
