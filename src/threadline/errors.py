@@ -20,7 +20,8 @@ uses for it. A few live beside the code that raises them, in the module named in
     │   ├── UnknownMemory                [stores.memory]
     │   ├── UnknownToken                 [stores.tokens]  no bearer token has that id
     │   ├── UnknownResponse              [stores.responses]  deleted, or never stored
-    │   └── UnknownGeneration            [server.app]  no stream has that generation id
+    │   ├── UnknownGeneration            [server.app]  no stream has that generation id
+    │   └── UnknownBranchPage            [inspector.routes]  an inspector page names no branch
     ├── StoreError                       exit 4   the data file or directory is unusable
     │   ├── NotAThreadlineDatabase
     │   ├── SchemaTooNew
