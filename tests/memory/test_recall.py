@@ -85,8 +85,9 @@ def test_untrusted_entries_need_to_cover_more(memory: MemoryStore) -> None:
     lenient = MemoryRecall(memory, threshold=0.25).recall("ann", "jazz techno")
     assert [m.entry.text for m in lenient.memories] == ["I like jazz and blues",
                                                         "Ann likes techno and opera"]
-    assert lenient.memories[0].score > 0 and \
-        lenient.memories[1].score <= lenient.memories[0].score / 2
+    # the same features, the untrusted one's score halved (its full-text rank may be the
+    # better one: the two tie on words, and ties go by id)
+    assert 0 < lenient.memories[1].score < lenient.memories[0].score * 0.6
 
 
 def test_k_is_small_and_best_first(memory: MemoryStore) -> None:
