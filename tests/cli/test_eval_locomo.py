@@ -41,26 +41,49 @@ def _sample() -> dict[str, Any]:
 def test_eval_locomo_reports_each_arm(tl: Invoke, tmp_path: Path) -> None:
     data = tmp_path / "locomo.json"
     data.write_text(json.dumps([_sample()]))
-    run = tl("eval", "locomo", str(data), "--k", "3", "--window", "10", "--json")
+    run = tl("eval", "locomo", str(data), "--k", "3", "--k", "10", "--window", "10",
+             "--arms", "all,rules", "--json")
     assert run.code == 0, run.err
     report = run.json()
-    arms = report["arms"]
+    assert report["split"]["test"] == ["tiny"] and report["split"]["dev"] == []
+    arms = {name: arm["test"] for name, arm in report["arms"].items()}
     assert report["questions"] == 3 and report["turns"] == 51
-    assert arms["threadline"]["evidence_recall_at_k"] == 1.0  # both facts recalled
-    assert arms["last_n"]["evidence_recall_at_k"] == 0.0      # both are too old for it
-    assert arms["full"]["evidence_recall_at_k"] == 1.0
-    assert arms["full"]["context_tokens_ratio_vs_full"] == 1.0
-    assert 0 < arms["threadline"]["context_tokens_ratio_vs_full"] < \
-        arms["last_n"]["context_tokens_ratio_vs_full"] < 1
-    assert arms["threadline"]["abstention_rate"] == 1.0       # no marathon was ever mentioned
-    assert arms["full"]["abstention_rate"] == 0.0
-    assert report["latency"]["p50_ratio"] is not None
+    assert set(arms) == {"threadline", "rules", "last_n", "full"}
+    assert report["threadline"]["steps"] == "turns+rerank+time"
+    assert arms["threadline"]["recall@3"] == 1.0  # both facts' turns recalled
+    assert arms["threadline"]["by_category"]["single-hop"] == {
+        "questions": 2, "recall@3": 1.0, "recall@10": 1.0}
+    assert arms["last_n"]["recall@10"] == 0.0      # both are too old for it
+    assert arms["full"]["recall@10"] == 1.0
+    assert arms["full"]["tokens_vs_full@10"] == 1.0
+    assert 0 < arms["threadline"]["tokens_vs_full@3"] <= \
+        arms["threadline"]["tokens_vs_full@10"] < arms["last_n"]["tokens_vs_full@10"] < 1
+    assert arms["threadline"]["adversarial_abstained"] == 1.0  # no marathon was mentioned
+    assert arms["full"]["adversarial_abstained"] == 0.0
+    latency = report["arms"]["threadline"]["latency"]
+    assert latency["p50_ratio"] is not None and latency["p99_ratio"] is not None
+    assert set(latency["stages_p50_ms"]) == {"lexical", "rerank"}
+    assert report["rewrite_hop"]["questions_changed"] == 0  # standalone questions
     # values changed after the conversation: the current one recalled, the old one history
     assert report["knowledge_updates"]["injected_probes"] == {
         "changed": 6, "current_recalled": 6, "stale_recalled": 0, "kept_as_history": 6,
         "withdrawn": 2, "withdrawn_recalled": 0}
     human = tl("eval", "locomo", str(data))
     assert human.code == 0 and "threadline" in human.out and "last_n" in human.out
+    assert "single-hop" in human.out and "split:" in human.out
+    # the dev split is LoCoMo's first two conversations: this file has none
+    dev = tl("eval", "locomo", str(data), "--split", "dev")
+    assert dev.code != 0 and "no dev samples" in dev.err
+
+
+@pytest.mark.parametrize(("arms", "message"), [
+    ("all,turns+magic", "unknown recall step 'magic'"), (",", "names no way to recall")])
+def test_eval_locomo_refuses_an_unknown_arm(tl: Invoke, tmp_path: Path, arms: str,
+                                            message: str) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([_sample()]))
+    run = tl("eval", "locomo", str(data), "--arms", arms)
+    assert run.code != 0 and message in run.err
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -100,8 +123,13 @@ def test_learn_with_a_model_counts_schema_validity(tl: Invoke) -> None:
     assert learned["learned_from"] == 1
     assert (learned["model_outputs"], learned["schema_valid"]) == (1, 0)
     assert learned["schema_validity_rate"] == 0.0
-    assert [e["text"] for e in tl("memory", "list", "--user", "ann", "--json").json()] == [
-        "I live in Oslo"]
+    listed = tl("memory", "list", "--user", "ann", "--json").json()
+    # the fact, and the turn it was said in (shown for it when recalled)
+    listed.sort(key=lambda e: e["kind"])  # both said at once: their order is the ids'
+    assert [(e["kind"], e["text"]) for e in listed] == [("fact", "I live in Oslo"),
+                                                        ("turn", "I live in Oslo.")]
     again = tl("chat", "--once", "Where do I live?", "--model", "scripted", "--user", "ann",
                "--conversation", sent.json()["conversation_id"], "--json").json()
-    assert [m["text"] for m in again["memory"]["memories"]] == ["I live in Oslo"]
+    [recalled] = again["memory"]["memories"]
+    assert recalled["text"] == "I live in Oslo." and recalled["kind"] == "turn"
+    assert recalled["related"] == [listed[0]["id"]]

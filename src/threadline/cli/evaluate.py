@@ -22,8 +22,8 @@ from threadline.errors import InputError
 from threadline.eval import constraints as constraint_eval
 from threadline.eval.constraint_annotations import ANNOTATIONS, load
 from threadline.eval.constraint_corpus import SPLITS, message_texts
-from threadline.eval.locomo import evaluate, load_locomo, model_extraction
-from threadline.memory.recall import K
+from threadline.eval.locomo import ArmSpec, evaluate, load_locomo, model_extraction
+from threadline.eval.locomo_report import KS, split_of
 from threadline.models import MODELS
 from threadline.retrieval.dense import Embedder
 
@@ -41,12 +41,20 @@ for _command in (*COMMANDS, lic_logs):
 
 @eval_.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--k", "k", type=click.IntRange(1), default=K, show_default=True,
-              help="Memories recalled per question.")
+@click.option("--k", "ks", type=click.IntRange(1), multiple=True, default=KS,
+              show_default=True, help="Evidence recall at k (repeat for several k).")
 @click.option("--window", type=click.IntRange(1), default=20, show_default=True,
               help="Turns the last-N baseline keeps.")
 @RECALL_THRESHOLD
 @RECALL_DENSE
+@click.option("--arms", default="all", show_default=True,
+              help="Comma-separated ways to recall, each its steps joined by '+' (turns, "
+                   "rerank, time, dense), 'rules' for the path before them or 'all'; the "
+                   "first is reported as threadline.")
+@click.option("--split", type=click.Choice(["dev", "test", "all"]), default="all",
+              show_default=True,
+              help="The samples to run: dev (LoCoMo conversations 1-2, which recall was "
+                   "tuned on), test (every other sample) or all (each reported apart).")
 @click.option("--limit", type=click.IntRange(1), help="Only the first N samples.")
 @click.option("--extract-model", "model_name", type=click.Choice(sorted(MODELS)),
               help="Also run this model's fact extractor and report how often its output "
@@ -55,20 +63,28 @@ for _command in (*COMMANDS, lic_logs):
               help="Turns the model extractor reads (it is slow on a CPU).")
 @json_option()
 @pass_context
-def locomo(ctx: Context, file: Path, k: int, window: int, threshold: float | None,
-           dense: bool, limit: int | None, model_name: str | None, extract_limit: int,
-           as_json: bool) -> None:
-    """Score memory recall on a file in LoCoMo's format: evidence recall@k and context tokens
-    for threadline's recall, a last-N-turns window and the full conversation; abstention on
-    adversarial questions; knowledge updates; recall latency against its raw query. Runs in a
-    scratch store; the data directory is not touched."""
-    samples = load_locomo(file)[:limit]
+def locomo(ctx: Context, file: Path, ks: tuple[int, ...], window: int,
+           threshold: float | None, dense: bool, arms: str, split: str, limit: int | None,
+           model_name: str | None, extract_limit: int, as_json: bool) -> None:
+    """Score memory recall on a file in LoCoMo's format: evidence recall@k by category and
+    context tokens for threadline's recall, a last-N-turns window and the full conversation;
+    abstention on adversarial questions; knowledge updates; recall latency against its raw
+    query, by step. Every figure is reported per split. Runs in a scratch store; the data
+    directory is not touched."""
+    specs = [ArmSpec.parse(spec, dense=dense) for spec in arms.split(",") if spec.strip()]
+    if not specs:
+        raise InputError("--arms names no way to recall", hint="e.g. --arms all,rules")
+    samples = [s for s in load_locomo(file)[:limit] if split in ("all", split_of(s.id))]
+    if not samples:
+        raise InputError(f"{file} has no {split} samples",
+                         hint="dev is LoCoMo's conv-26 and conv-30; test is every other")
     tokenizer = default_tokenizer()
 
     def progress(line: str) -> None:
         click.echo(line, err=True)
-    report = evaluate(samples, tokenizer, k=k, window=window, threshold=threshold,
-                      embedder=Embedder() if dense else None, progress=progress).to_json()
+    embedder = Embedder() if any(spec.dense for spec in specs) else None
+    report = evaluate(samples, tokenizer, ks=ks, window=window, threshold=threshold,
+                      arms=specs, embedder=embedder, progress=progress).to_json()
     report = {"file": str(file), **report}
     if model_name is not None:
         report["model_extraction"] = model_extraction(samples, ctx.model(model_name),
@@ -79,22 +95,36 @@ def locomo(ctx: Context, file: Path, k: int, window: int, threshold: float | Non
 def _print(report: dict[str, Any]) -> None:
     def num(value: float | None) -> str:
         return "—" if value is None else f"{value:.3f}"
+    ks = report["ks"]
     click.echo(f"{report['file']}: {report['samples']} samples, {report['turns']} turns, "
-               f"{report['questions']} questions; k={report['k']}, last {report['window_turns']}"
-               f" turns, threshold {report['threshold']}{', dense' if report['dense'] else ''},"
-               f" tokens by {report['tokenizer']}")
-    click.echo(f"{'arm':<11} {'recall@k':>9} {'tokens':>9} {'vs full':>8} {'abstain':>8} "
-               f"{'false abstain':>14}")
+               f"{report['questions']} questions; threadline = {report['threadline']['steps']}"
+               f", last {report['window_turns']} turns, tokens by {report['tokenizer']}")
+    click.echo(f"split: dev {', '.join(report['split']['dev']) or '—'}; test "
+               f"{', '.join(report['split']['test']) or '—'} ({report['split']['note']})")
+    header = "".join(f" {'recall@' + str(k):>10}" for k in ks) + \
+        "".join(f" {'tokens@' + str(k):>10} {'vs full':>8}" for k in ks)
+    click.echo(f"{'split':<6} {'arm':<24}{header} {'abstain(5)':>11} {'false abst.':>11}")
     for name, arm in report["arms"].items():
-        click.echo(f"{name:<11} {num(arm['evidence_recall_at_k']):>9} "
-                   f"{arm['context_tokens_mean'] or 0:>9.1f} "
-                   f"{num(arm['context_tokens_ratio_vs_full']):>8} "
-                   f"{num(arm['abstention_rate']):>8} {num(arm['false_abstention_rate']):>14}")
-    latency = report["latency"]
-    click.echo(f"recall p50 {latency['recall_p50_ms']} ms, p95 {latency['recall_p95_ms']} ms;"
-               f" raw query p50 {latency['raw_query_p50_ms']} ms, p95 "
-               f"{latency['raw_query_p95_ms']} ms (ratios {latency['p50_ratio']}, "
-               f"{latency['p95_ratio']})")
+        both = "dev" in arm and "test" in arm
+        for split in (s for s in ("dev", "test", "all") if s in arm and (both or s != "all")):
+            row = arm[split]
+            cells = "".join(f" {num(row[f'recall@{k}']):>10}" for k in ks) + "".join(
+                f" {row[f'tokens@{k}'] or 0:>10.1f} {num(row[f'tokens_vs_full@{k}']):>8}"
+                for k in ks)
+            click.echo(f"{split:<6} {name:<24}{cells} {num(row['adversarial_abstained']):>11}"
+                       f" {num(row['false_abstention']):>11}")
+            for category, figures in row["by_category"].items():
+                if name not in ("last_n", "full"):
+                    cells = "".join(f" {num(figures[f'recall@{k}']):>10}" for k in ks)
+                    click.echo(f"{'':<6}   {category + ' (' + str(figures['questions']) + ')':<21}"
+                               f"{cells}")
+        if "latency" in arm:
+            lat = arm["latency"]
+            click.echo(f"       latency: recall p50 {lat['recall_p50_ms']} ms, p99 "
+                       f"{lat['recall_p99_ms']} ms; raw query p50 {lat['raw_query_p50_ms']} "
+                       f"ms, p99 {lat['raw_query_p99_ms']} ms (ratios {lat['p50_ratio']}, "
+                       f"{lat['p99_ratio']}); steps p50 ms {lat['stages_p50_ms']}")
+    click.echo(f"rewrite hop: {report['rewrite_hop']['questions_changed']} questions changed")
     updates = report["knowledge_updates"]
     click.echo(f"knowledge updates while reading: {updates['during_ingest']}")
     click.echo(f"knowledge updates, injected probes: {updates['injected_probes']}")

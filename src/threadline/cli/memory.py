@@ -37,8 +37,9 @@ from threadline.memory.writer import MemoryWriter
 # how recall scores, shared with threadline eval locomo
 RECALL_THRESHOLD = click.option(
     "--threshold", type=click.FloatRange(0, 1),
-    help=f"The score an entry needs: the share of the words it covers (default {THRESHOLD}), "
-         f"with --dense the mean of that and its similarity (default {DENSE_THRESHOLD}).")
+    help=f"The score a piece of evidence needs: its fused rank, the share of the words it "
+         f"covers and time, weighted (default {THRESHOLD}); with --dense also its "
+         f"similarity (default {DENSE_THRESHOLD}).")
 RECALL_DENSE = click.option(
     "--dense", is_flag=True, help="Recall with embeddings too (the dense extra; also "
                                   "THREADLINE_MEMORY_DENSE=1).")

@@ -3,14 +3,20 @@
 Each sample's sessions are ingested in order into a fresh store, every turn a message of its
 speaker with the session's date as the clock, and the memory writer learns from each session
 before the next arrives: each speaker is a user with their own memory. Every question is then
-answered three ways, each measured by the evidence turns its context holds and its size in
-tokens:
+answered several ways, each measured by the evidence turns its context holds (at k = 5 and
+10) and its size in tokens:
 
-- ``threadline``: the top k memories recalled for the question, from the memory of the
-  speakers it names (both if it names neither), with their provenance; evidence is covered
-  when a recalled memory's provenance is an evidence turn;
+- ``threadline``: the question through the rewrite hop as a turn's recall runs it, then the
+  top k recalled (``memory/recall.py``, the same path the memory provider takes) from the
+  memory of the speakers it names (both if it names neither), with their provenance;
+  evidence is covered when a recalled memory's provenance is an evidence turn. Other arms
+  recall with some steps off (``ArmSpec``: ``rules`` is the path before them), which is how
+  each step was measured;
 - ``last_n``: the last N turns of the conversation, as a sliding window would keep;
 - ``full``: every turn (the whole conversation in the context).
+
+Every figure is reported per split (``eval/locomo_report.py``): LoCoMo's conversations 1-2
+are dev, fixed before anything was tuned, and every other sample is test, never tuned on.
 
 Adversarial questions (category 5) ask about something the speaker never said; recall
 should abstain, and the context then says nothing is remembered.
@@ -27,7 +33,6 @@ old one, and the old one must be kept as history.
 from __future__ import annotations
 
 import re
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -39,25 +44,26 @@ from typing import Any
 from threadline.cache.tokens import Tokenizer
 from threadline.errors import InputError
 from threadline.eval.files import read_records
+from threadline.eval.locomo_report import ADVERSARIAL, KS, Arm, Asked, split_of
 from threadline.items import Item, NewItem, new_id
 from threadline.memory.dense import MemoryVectors
 from threadline.memory.extract import model_candidates
 from threadline.memory.recall import (
-    DENSE_THRESHOLD,
-    THRESHOLD,
+    ALL,
     MemoryRecall,
     Recall,
     Recalled,
+    Steps,
     query_terms,
 )
-from threadline.memory.store import MAX_TEXT_BYTES, MemoryStore
+from threadline.memory.store import MAX_TEXT_BYTES, MemoryKind, MemoryStore
 from threadline.memory.writer import MemoryWriter, enqueue
 from threadline.models.base import ModelBackend
 from threadline.retrieval.dense import Embedder
+from threadline.rewrite import DETERMINISTIC, race
 from threadline.stores.base import Commit, NewConversation
 from threadline.stores.sqlite import SQLiteStore
 
-ADVERSARIAL = 5
 _WHEN = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 
 
@@ -151,41 +157,45 @@ def _when(text: str) -> datetime | None:
     return moment.replace(hour=hour24, minute=int(minute), tzinfo=UTC)
 
 
-@dataclass
-class Arm:
-    """One way of building the context: per-question evidence recall and tokens."""
+@dataclass(frozen=True)
+class ArmSpec:
+    """One way of recalling, by its steps: ``rules`` is the path before them, ``all`` is
+    turns+rerank+time; ``dense`` adds the embedding ranking."""
 
-    recall: list[float] = field(default_factory=list)        # categories 1-4
-    tokens: list[int] = field(default_factory=list)          # every question
-    abstained: list[bool] = field(default_factory=list)      # category 5
-    wrongly_abstained: list[bool] = field(default_factory=list)  # categories 1-4
+    name: str
+    steps: Steps
+    dense: bool
 
-    def to_json(self, full_tokens: int) -> dict[str, Any]:
-        mean = statistics.fmean
-        return {"evidence_recall_at_k": round(mean(self.recall), 4) if self.recall else None,
-                "context_tokens_mean": round(mean(self.tokens), 1) if self.tokens else None,
-                "context_tokens_ratio_vs_full": round(sum(self.tokens) / full_tokens, 4)
-                if full_tokens else None,
-                "abstention_rate": round(mean(self.abstained), 4) if self.abstained else None,
-                "false_abstention_rate": round(mean(self.wrongly_abstained), 4)
-                if self.wrongly_abstained else None}
+    @classmethod
+    def parse(cls, spec: str, *, dense: bool = False) -> ArmSpec:
+        words = {w for w in spec.replace(" ", "").split("+") if w and w != "rules"}
+        if "all" in words:
+            words = (words - {"all"}) | {"turns", "rerank", "time"}
+        unknown = words - {"turns", "rerank", "time", "dense"}
+        if unknown:
+            raise InputError(f"unknown recall step {', '.join(sorted(unknown))!r} in {spec!r}",
+                             hint="join steps with '+': turns, rerank, time, dense; or "
+                                  "'rules' (none) or 'all' (turns+rerank+time)")
+        dense = dense or "dense" in words
+        name = "+".join(w for w in ("turns", "rerank", "time", "dense")
+                        if w in words or (w == "dense" and dense)) or "rules"
+        return cls(name, Steps(turns="turns" in words, time="time" in words,
+                               rerank="rerank" in words), dense)
 
 
 @dataclass
 class Evaluation:
-    k: int
+    ks: tuple[int, ...]
     window: int
-    threshold: float
-    dense: bool
+    threshold: float | None
+    specs: tuple[ArmSpec, ...]
     tokenizer: str
-    samples: int = 0
+    samples: list[dict[str, Any]] = field(default_factory=list)
     turns: int = 0
     questions: int = 0
-    arms: dict[str, Arm] = field(default_factory=lambda: {
-        "threadline": Arm(), "last_n": Arm(), "full": Arm()})
-    by_category: dict[int, list[float]] = field(default_factory=dict)
-    recall_ms: list[float] = field(default_factory=list)
-    raw_query_ms: list[float] = field(default_factory=list)
+    arms: dict[str, Arm] = field(default_factory=dict)
+    full_tokens: dict[str, int] = field(default_factory=dict)
+    rewrite_changed: int = 0
     updates: dict[str, int] = field(default_factory=lambda: {
         "revised_or_withdrawn": 0, "stale_recalled": 0, "current_recalled": 0,
         "kept_as_history": 0})
@@ -195,60 +205,60 @@ class Evaluation:
     writer: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        full = sum(self.arms["full"].tokens)
-        p = _percentile
-        recall_p50, raw_p50 = p(self.recall_ms, 50), p(self.raw_query_ms, 50)
-        recall_p95, raw_p95 = p(self.recall_ms, 95), p(self.raw_query_ms, 95)
+        threadline = self.specs[0].name
         return {
-            "samples": self.samples, "turns": self.turns, "questions": self.questions,
-            "k": self.k, "window_turns": self.window, "threshold": self.threshold,
-            "dense": self.dense,
-            "tokenizer": self.tokenizer,
-            "arms": {name: arm.to_json(full) for name, arm in self.arms.items()},
-            "threadline_recall_by_category": {
-                str(c): round(statistics.fmean(v), 4) for c, v in sorted(self.by_category.items())},
+            "samples": len(self.samples), "split": {
+                "dev": [s["id"] for s in self.samples if s["split"] == "dev"],
+                "test": [s["id"] for s in self.samples if s["split"] == "test"],
+                "note": "dev: LoCoMo conversations 1-2, fixed before tuning; every weight "
+                        "and threshold of recall was chosen on dev only; test never tuned on"},
+            "turns": self.turns, "questions": self.questions, "ks": list(self.ks),
+            "window_turns": self.window, "tokenizer": self.tokenizer,
+            "threadline": {"steps": threadline, "threshold": self.threshold},
+            "arms": {("threadline" if name == threadline else name):
+                     arm.to_json(self.full_tokens, self.ks) for name, arm in self.arms.items()},
+            "rewrite_hop": {"questions_changed": self.rewrite_changed,
+                            "note": "the deterministic rewrite hop, as a turn's recall runs it"},
             "knowledge_updates": {"during_ingest": self.updates,
                                   "injected_probes": self.probes},
-            "latency": {"recall_p50_ms": recall_p50, "recall_p95_ms": recall_p95,
-                        "raw_query_p50_ms": raw_p50, "raw_query_p95_ms": raw_p95,
-                        "p50_ratio": _ratio(recall_p50, raw_p50),
-                        "p95_ratio": _ratio(recall_p95, raw_p95)},
             "writer": self.writer,
         }
 
 
-def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, k: int = 5,
+def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, ks: Sequence[int] = KS,
              window: int = 20, threshold: float | None = None,
+             arms: Sequence[ArmSpec] = (ArmSpec("turns+rerank+time", ALL, False),),
              embedder: Embedder | None = None,
              progress: Callable[[str], None] | None = None) -> Evaluation:
-    """Ingest, learn and ask every sample in a scratch store; the measurements. With
-    ``embedder``, recall is dense too (``memory.dense``)."""
-    if threshold is None:
-        threshold = THRESHOLD if embedder is None else DENSE_THRESHOLD
-    result = Evaluation(k=k, window=window, threshold=threshold, tokenizer=tokenizer.name,
-                        dense=embedder is not None)
+    """Ingest, learn and ask every sample in a scratch store; the measurements, by arm. An
+    arm with ``dense`` needs ``embedder``; the writer then embeds what it learns."""
+    if any(spec.dense for spec in arms) and embedder is None:
+        raise InputError("a dense recall arm needs the embedding model",
+                         hint="pass --dense (the dense extra)")
+    result = Evaluation(ks=tuple(sorted(set(ks))), window=window, threshold=threshold,
+                        specs=tuple(arms), tokenizer=tokenizer.name)
+    result.arms = {spec.name: Arm() for spec in arms} | {"last_n": Arm(), "full": Arm()}
     writer_totals: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="threadline-locomo-") as scratch:
         for n, sample in enumerate(samples):
+            split = split_of(sample.id)
             if progress:
-                progress(f"sample {n + 1}/{len(samples)} ({sample.id}): "
+                progress(f"sample {n + 1}/{len(samples)} ({sample.id}, {split}): "
                          f"{len(sample.sessions)} sessions, {len(sample.questions)} questions")
             store = SQLiteStore(Path(scratch) / f"{n}.db")
             try:
-                stats = _one(sample, store, tokenizer, result, k, window, threshold,
-                             embedder)
+                stats = _one(sample, split, store, tokenizer, result, embedder)
             finally:
                 store.close()
             for name, count in stats["decisions"].items():
                 writer_totals[name] = writer_totals.get(name, 0) + count
-            result.samples += 1
+            result.samples.append({"id": sample.id, "split": split})
     result.writer = {"decisions": writer_totals}
     return result
 
 
-def _one(sample: Sample, store: SQLiteStore, tokenizer: Tokenizer, result: Evaluation,
-         k: int, window: int, threshold: float,
-         embedder: Embedder | None) -> dict[str, Any]:
+def _one(sample: Sample, split: str, store: SQLiteStore, tokenizer: Tokenizer,
+         result: Evaluation, embedder: Embedder | None) -> dict[str, Any]:
     clock = [sample.sessions[0].when]
     memory = MemoryStore(store, clock=lambda: clock[0])
     vectors = None if embedder is None else MemoryVectors(memory, lambda: embedder)
@@ -266,35 +276,42 @@ def _one(sample: Sample, store: SQLiteStore, tokenizer: Tokenizer, result: Evalu
         while writer.run(limit=500):
             pass
     clock[0] = sample.sessions[-1].when + timedelta(days=1)
-    recall = MemoryRecall(memory, k=k, threshold=threshold, dense=vectors)
+    recalls = {spec.name: MemoryRecall(memory, k=max(result.ks), threshold=result.threshold,
+                                       steps=spec.steps,
+                                       dense=vectors if spec.dense else None)
+               for spec in result.specs}
     turns = sample.turns
     count = _counter(tokenizer)
     lines = [f"{t.speaker}: {t.text}" for t in turns]
     full_tokens = sum(count(line) for line in lines)
-    last = {t.dia_id for t in turns[-window:]}
+    last = {t.dia_id for t in turns[-window:]} if (window := result.window) else set()
     last_tokens = sum(count(line) for line in lines[-window:])
     known = {t.dia_id for t in turns}
+    ks = result.ks
     for question in sample.questions:
-        evidence = [e for e in question.evidence if e in known]
+        evidence = {e for e in question.evidence if e in known}
+        scored = question.category != ADVERSARIAL and bool(evidence)
         subjects = _subjects(question.text, sample.speakers)
-        found, context = _recall(recall, subjects, question.text, k, result)
-        covered = {seqs[s] for m in found for s in m.entry.item_seqs if s in seqs}
-        arms = result.arms
-        arms["threadline"].tokens.append(count(context))
-        arms["last_n"].tokens.append(last_tokens)
-        arms["full"].tokens.append(full_tokens)
-        if question.category == ADVERSARIAL:
-            arms["threadline"].abstained.append(not found)
-            arms["last_n"].abstained.append(False)
-            arms["full"].abstained.append(False)
-        elif evidence:
-            share = len(covered & set(evidence)) / len(evidence)
-            arms["threadline"].recall.append(share)
-            arms["threadline"].wrongly_abstained.append(not found)
-            arms["last_n"].recall.append(len(last & set(evidence)) / len(evidence))
-            arms["full"].recall.append(1.0)
-            result.by_category.setdefault(question.category, []).append(share)
+        query = race([DETERMINISTIC], (), question.text).rewritten  # as a turn's recall does
+        result.rewrite_changed += query != question.text
+        for name, recall in recalls.items():
+            found, contexts = _recall(recall, subjects, query, ks, result.arms[name])
+            covered = {k: {seqs[s] for m in found[:k] for s in m.entry.item_seqs if s in seqs}
+                       for k in ks}
+            result.arms[name].asked.append(Asked(
+                split, question.category,
+                {k: len(covered[k] & evidence) / len(evidence) for k in ks} if scored else None,
+                {k: count(contexts[k]) for k in ks}, not found))
+        result.arms["last_n"].asked.append(Asked(
+            split, question.category,
+            {k: len(last & evidence) / len(evidence) for k in ks} if scored else None,
+            dict.fromkeys(ks, last_tokens), False))
+        result.arms["full"].asked.append(Asked(
+            split, question.category, dict.fromkeys(ks, 1.0) if scored else None,
+            dict.fromkeys(ks, full_tokens), False))
+        result.full_tokens[split] = result.full_tokens.get(split, 0) + full_tokens
         result.questions += 1
+    recall = recalls[result.specs[0].name]
     _probe_updates(memory, recall, sample.speakers, result)
     stats = writer.stats()  # what reading the conversation decided, before the probes
     _inject_probes(store, conversation, writer, recall, sample, clock, result)
@@ -355,24 +372,29 @@ def _subjects(question: str, speakers: tuple[str, str]) -> list[str]:
     return named or list(speakers)
 
 
-def _recall(recall: MemoryRecall, subjects: Sequence[str], question: str, k: int,
-            result: Evaluation) -> tuple[list[Recalled], str]:
-    """The k best memories over the subjects' memories, and the context text they make;
-    timed against the raw full-text query each recall makes."""
+def _recall(recall: MemoryRecall, subjects: Sequence[str], query: str, ks: Sequence[int],
+            arm: Arm) -> tuple[list[Recalled], dict[int, str]]:
+    """The best memories over the subjects' memories, best first, and the context text the
+    first k of them make, for each k; each recall timed against the raw full-text query it
+    makes, and by step."""
     found: list[Recalled] = []
-    blocks = []
     for subject in subjects:
         started = time.perf_counter()
-        recalled: Recall = recall.recall(subject, question, ignore=[subject])
-        result.recall_ms.append((time.perf_counter() - started) * 1000)
-        result.raw_query_ms.append(_raw_ms(recall, subject, question))
+        recalled: Recall = recall.recall(subject, query, ignore=[subject])
+        arm.recall_ms.append((time.perf_counter() - started) * 1000)
+        arm.raw_query_ms.append(_raw_ms(recall, subject, query))
+        for stage, ms in recalled.timings.items():
+            arm.stages_ms.setdefault(stage, []).append(ms)
         found.extend(recalled.memories)
     found.sort(key=lambda m: -m.score)
-    found = found[:k]
-    for subject in subjects:
-        mine = tuple(m for m in found if m.entry.user_id == subject)
-        blocks.append(Recall(question, (), mine, recall.threshold).render(who=subject))
-    return found, "\n".join(blocks)
+    contexts = {}
+    for k in ks:
+        blocks = []
+        for subject in subjects:
+            mine = tuple(m for m in found[:k] if m.entry.user_id == subject)
+            blocks.append(Recall(query, (), mine, recall.threshold).render(who=subject))
+        contexts[k] = "\n".join(blocks)
+    return found[: max(ks)], contexts
 
 
 def _raw_ms(recall: MemoryRecall, subject: str, question: str) -> float:
@@ -391,10 +413,11 @@ def _probe_updates(memory: MemoryStore, recall: MemoryRecall, speakers: Iterable
     come back as current, and must still be in the history."""
     for speaker in speakers:
         everything = memory.entries(speaker, history=True)
-        for old in (e for e in everything if e.invalidated_at is not None):
+        for old in (e for e in everything if e.invalidated_at is not None
+                    and e.kind is not MemoryKind.TURN):  # a turn goes with its statement
             result.updates["revised_or_withdrawn"] += 1
             found = recall.recall(speaker, old.text).memories
-            ids = {m.entry.id for m in found}
+            ids = {i for m in found for i in (m.entry.id, *m.related)}
             result.updates["stale_recalled"] += old.id in ids
             result.updates["current_recalled"] += bool(old.invalidated_by in ids)
             result.updates["kept_as_history"] += 1
@@ -428,18 +451,25 @@ def _inject_probes(store: SQLiteStore, conversation: str, writer: MemoryWriter,
         name = speaker.split()[0]
         everything = memory.entries(speaker, history=True)
         for first, changed, question in _CHANGES:
-            found = {m.entry.text for m in recall.recall(speaker, question.format(name),
-                                                         ignore=[speaker]).memories}
+            found = _texts(recall, speaker, question.format(name))
             result.probes["changed"] += 1
-            result.probes["current_recalled"] += changed in found
-            result.probes["stale_recalled"] += first in found
+            result.probes["current_recalled"] += _says(found, changed)
+            result.probes["stale_recalled"] += _says(found, first)
             result.probes["kept_as_history"] += any(
                 e.text == first and e.invalidated_at is not None for e in everything)
         first, _, question = _WITHDRAWN
-        found = {m.entry.text for m in recall.recall(speaker, question.format(name),
-                                                     ignore=[speaker]).memories}
+        found = _texts(recall, speaker, question.format(name))
         result.probes["withdrawn"] += 1
-        result.probes["withdrawn_recalled"] += first in found
+        result.probes["withdrawn_recalled"] += _says(found, first)
+
+
+def _texts(recall: MemoryRecall, speaker: str, question: str) -> list[str]:
+    return [m.entry.text for m in recall.recall(speaker, question, ignore=[speaker]).memories]
+
+
+def _says(texts: Iterable[str], statement: str) -> bool:
+    """Whether a recalled text (a fact, or the turn that said it) says ``statement``."""
+    return any(statement.casefold() in text.casefold() for text in texts)
 
 
 def _counter(tokenizer: Tokenizer) -> Callable[[str], int]:
@@ -450,14 +480,3 @@ def _counter(tokenizer: Tokenizer) -> Callable[[str], int]:
             cache[text] = len(tokenizer.tokenize(text))
         return cache[text]
     return count
-
-
-def _percentile(values: Sequence[float], pct: int) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))], 3)
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or not b else round(a / b, 2)

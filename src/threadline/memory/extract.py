@@ -100,6 +100,25 @@ def rule_candidates(item: Item, *, max_bytes: int) -> tuple[list[Candidate], lis
     return found, refused
 
 
+def turn_text(item: Item, *, max_bytes: int) -> str | None:
+    """The user's message as a turn to recall by: its sentences as said, questions included,
+    less any instruction (never stored, whoever wrote it), cut at a sentence to
+    ``max_bytes``; None for what is not the user's or is too slight to find anything by."""
+    if item.kind is not ItemKind.USER:
+        return None
+    kept: list[str] = []
+    size = 0
+    for sentence in (" ".join(s.split()) for s in _SENTENCE.findall(item.text)):
+        if not sentence or _INSTRUCTION.match(sentence):
+            continue
+        size += len(sentence.encode("utf-8")) + 1
+        if size > max_bytes:
+            break
+        kept.append(sentence)
+    text = " ".join(kept)
+    return text if len(content_words(text)) >= MIN_CONTENT_WORDS else None
+
+
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
            "september", "october", "november", "december")
 _PLAN = re.compile(r"\b(?:going to|gonna|will|'ll|plan(?:ning)? to|next)\b", re.IGNORECASE)

@@ -12,7 +12,11 @@ so a crashed worker's job is taken again, and for each one:
 3. **decides** against the user's current entries: NOOP for one already known, UPDATE (the old
    entry invalidated, kept as history) for a new value of the same thing ("I live in …"),
    INVALIDATE for a retraction ("I no longer live in …"), ADD otherwise;
-4. **applies** the decisions, then marks the job done with every decision and its reason. A
+4. **keeps the turn**: the user's message itself, as said and dated (less any instruction), as
+   a ``turn`` entry with the same provenance as the facts from it, so recall can find the
+   evidence where no rule made a fact of it (a TURN decision); a revised or withdrawn
+   statement takes its turn with it, kept as history;
+5. **applies** the decisions, then marks the job done with every decision and its reason. A
    job retried after a crash in between finds what it added already there (NOOP), so learning
    an item twice changes nothing; a failure is recorded and retried up to ``MAX_ATTEMPTS``.
 
@@ -37,10 +41,12 @@ from threadline.memory.extract import (
     planned_span,
     reject,
     rule_candidates,
+    turn_text,
 )
 from threadline.memory.store import (
     TRUSTED_SOURCES,
     MemoryEntry,
+    MemoryKind,
     MemoryStore,
     NewMemory,
     Source,
@@ -138,17 +144,45 @@ class MemoryWriter:
             candidates = found.candidates + [
                 c for c in candidates
                 if not any(q in c.text.casefold() or c.text.casefold() in q for q in quotes)]
-        current = self.memory.entries(user_id)
+        everything = self.memory.entries(user_id)
+        turns = [e for e in everything if e.kind is MemoryKind.TURN]
+        current = [e for e in everything if e.kind is not MemoryKind.TURN]
         for candidate in candidates:
             if not self.policy.allows(candidate.source):
                 decisions.append(reject(candidate.text, f"{candidate.source}: the write "
                                         "policy stores only what the user stated"))
                 continue
-            decisions.append(self._decide(user_id, candidate, item, current))
+            decisions.append(self._decide(user_id, candidate, item, current, turns))
+        turn = self._keep_turn(user_id, item, turns)
+        if turn is not None:
+            decisions.append(turn)
         self._queue.finish(conversation_id, seq, decisions)
 
+    def _keep_turn(self, user_id: str, item: Item, turns: list[MemoryEntry]) -> Decision | None:
+        """The message itself, dated, as a ``turn`` entry: recall finds the evidence there
+        when no rule made a fact of it, and shows it with the facts that came from it."""
+        text = turn_text(item, max_bytes=self.memory.max_text_bytes)
+        if text is None:
+            return None
+        if any(_same_origin(t, item.conversation_id, (item.seq,)) for t in turns):
+            return {"text": text[:200], "decision": "NOOP", "reason": "the turn is kept already"}
+        entry = self.memory.add(user_id, NewMemory(
+            text, kind=MemoryKind.TURN, conversation_id=item.conversation_id,
+            item_seqs=(item.seq,), recorded_at=item.created_at))
+        turns.append(entry)
+        return {"text": text[:200], "decision": "TURN", "entry": entry.id,
+                "reason": "the message as said, for recall"}
+
+    def _retire_turns(self, user_id: str, old: MemoryEntry, turns: list[MemoryEntry],
+                      why: str) -> None:
+        """A revised or withdrawn statement's turn stops being current with it (kept as
+        history), so the old value cannot come back as what holds now."""
+        for turn in [t for t in turns if _same_origin(t, old.conversation_id, old.item_seqs)]:
+            self.memory.invalidate(user_id, turn.id, reason=why)
+            turns.remove(turn)
+
     def _decide(self, user_id: str, candidate: Candidate, item: Item,
-                current: list[MemoryEntry]) -> Decision:
+                current: list[MemoryEntry], turns: list[MemoryEntry]) -> Decision:
         same_key = None if candidate.key is None else next(
             (e for e in reversed(current) if key_of(e.text) == candidate.key), None)
         if candidate.retract:
@@ -157,6 +191,8 @@ class MemoryWriter:
                         "reason": f"nothing remembered about {candidate.key!r} to withdraw"}
             self.memory.invalidate(user_id, same_key.id,
                                    reason=f"the user withdrew it: {candidate.text}")
+            self._retire_turns(user_id, same_key, turns,
+                               f"the user withdrew what it said: {candidate.text}")
             current.remove(same_key)
             return {"text": candidate.text, "decision": "INVALIDATE", "entry": same_key.id,
                     "reason": f"a retraction of {candidate.key!r}"}
@@ -173,6 +209,8 @@ class MemoryWriter:
         if same_key is not None:
             entry = self.memory.update(user_id, same_key.id, memory,
                                        reason=f"the user said so again: {candidate.key}")
+            self._retire_turns(user_id, same_key, turns,
+                               f"a newer value of what it said: {candidate.text}")
             current.remove(same_key)
             current.append(entry)
             return {"text": candidate.text, "decision": "UPDATE", "entry": entry.id,
@@ -182,3 +220,9 @@ class MemoryWriter:
         return {"text": candidate.text, "decision": "ADD", "entry": entry.id,
                 "reason": f"a {candidate.source} fact"}
 
+
+
+def _same_origin(entry: MemoryEntry, conversation_id: str | None,
+                 item_seqs: tuple[int, ...]) -> bool:
+    return conversation_id is not None and entry.conversation_id == conversation_id \
+        and entry.item_seqs == tuple(item_seqs)

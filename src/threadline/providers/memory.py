@@ -1,7 +1,8 @@
 """Memory recall: what is remembered about the user that bears on the turn's message.
 
 A turn sent with a ``user_id`` recalls the user's current memories (``memory/recall.py``: the
-user and the moment named in the one query) for its message made standalone
+facts and the dated turns they came from, the user and the moment named in every query,
+full-text and embedding rankings fused, reranked with time) for its message made standalone
 (``providers/query.py``; without a model, since this is on the request path, unless the turn
 already rewrote it to search a corpus). The result is recorded as one ``memory_recall`` item
 after the message (the query, the terms matched, each memory with its id, source, trust, score

@@ -24,6 +24,7 @@ class MemoryKind(StrEnum):
     FACT = "fact"            # semantic: something true about the user or their world
     EPISODE = "episode"      # a session's summary
     PROCEDURE = "procedure"  # how the user wants something done
+    TURN = "turn"            # the user's message as said, dated: what facts came from
 
 
 class Source(StrEnum):
@@ -83,7 +84,9 @@ class MemoryEntry:
 ENTRY_COLUMNS = ("user_id", "id", "kind", "text", "source", "trusted", "conversation_id",
                  "item_seqs", "recorded_at", "valid_from", "valid_to", "expires_at",
                  "supersedes", "invalidated_at", "invalidated_by", "reason")
-_ID, _TEXT, _TRUSTED = (ENTRY_COLUMNS.index(c) for c in ("id", "text", "trusted"))
+_ID, _KIND, _TEXT, _TRUSTED, _CONVERSATION, _SEQS, _RECORDED = (
+    ENTRY_COLUMNS.index(c) for c in ("id", "kind", "text", "trusted", "conversation_id",
+                                     "item_seqs", "recorded_at"))
 
 
 def entry_from_row(row: Sequence[Any]) -> MemoryEntry:
@@ -104,16 +107,31 @@ def moment_text(value: datetime | None) -> str | None:
 
 
 class MemoryHit:
-    """An entry as recall scores it: its id, text and trust, read from the row; the whole
-    entry is decoded only for the hits recall keeps (``entry()``)."""
+    """An entry as recall scores it: its id, kind, text and trust, and the turn it came from,
+    read from the row; the whole entry is decoded only for the hits recall keeps
+    (``entry()``)."""
 
-    __slots__ = ("id", "text", "trusted", "_row")
+    __slots__ = ("id", "kind", "text", "trusted", "_row")
 
     def __init__(self, row: Sequence[Any]) -> None:
         self.id: str = row[_ID]
+        self.kind = MemoryKind(row[_KIND])
         self.text: str = row[_TEXT]
         self.trusted = bool(row[_TRUSTED])
         self._row = row
+
+    @property
+    def origin(self) -> tuple[str | None, str]:
+        """The conversation and items it came from (an entry added by hand: its own id), so
+        a fact and the turn it was said in are one piece of evidence."""
+        conversation, seqs = self._row[_CONVERSATION], self._row[_SEQS]
+        return (conversation, seqs) if conversation is not None and seqs != "[]" else \
+            (None, self.id)
+
+    @property
+    def recorded_at(self) -> datetime:
+        moment = self._row[_RECORDED]
+        return stored_time(moment)
 
     def entry(self) -> MemoryEntry:
         return entry_from_row(self._row)
