@@ -38,7 +38,8 @@ _SCOPE = re.compile(
     r"for all (?:future|subsequent|following) |until (?:further notice|I say|I tell you|"
     r"I ask)|in (?:all|every|each) (?:of your )?(?:future |subsequent |following )?"
     r"(?:answers?|responses?|replies|messages|outputs?)|"
-    r"unless I say otherwise|at all times|in this (?:conversation|chat|"
+    r"unless I say otherwise|at all times|(?:in|for) (?:anything|everything) (?:that )?you "
+    r"(?:write|say|produce|send)|in this (?:conversation|chat|"
     r"session|thread)|(?:future|subsequent|later) (?:code|answers?|responses?|replies|"
     r"generations?|evaluations?|messages|prompts|outputs?)|"
     r"(?:answer|respond|reply)\b.{0,60}\bin the future)\b", re.I)
