@@ -32,13 +32,14 @@ def test_scores_a_split_with_counts_and_per_label_recall(tl: Invoke,
     assert "persona" in human.out and "detector: rules" in human.out
 
 
-def test_scores_the_rules_with_the_classifier_when_the_extra_is_installed(
-        tl: Invoke, tmp_path: Path) -> None:
+def test_scores_the_rules_with_the_classifier_when_asked(tl: Invoke, tmp_path: Path) -> None:
     require_dense()
     data = write_data(tmp_path)
     annotations = write_annotations(tmp_path, data)
-    report = tl("eval", "constraints", "--split", "dev", "--data", str(data),
-                "--annotations", str(annotations), "--json").json()
+    args = ("eval", "constraints", "--split", "dev", "--data", str(data),
+            "--annotations", str(annotations), "--json")
+    assert tl(*args).json()["detector"] == "rules"  # the setting's default: off
+    report = tl(*args, "--classifier").json()
     assert report["detector"] == "rules + classifier"
     # "From now on, answer in French." scores far above the threshold, the near-miss and the
     # unlabelled sentences far below ("I'd prefer a window seat." sits at it: not asserted)

@@ -189,7 +189,7 @@ def test_the_setting_chooses_the_detector_and_the_extra_decides_the_default(
 
 def test_the_setting_is_read_from_the_environment() -> None:
     home = {"THREADLINE_HOME": "/tmp/threadline-test-home"}
-    assert Settings.from_env(home).constraint_classifier is None
+    assert Settings.from_env(home).constraint_classifier is False  # opt in, like memory_dense
     assert Settings.from_env({**home, "THREADLINE_CONSTRAINT_CLASSIFIER": "0"}
                              ).constraint_classifier is False
     assert Settings.from_env({**home, "THREADLINE_CONSTRAINT_CLASSIFIER": "1"}
