@@ -17,7 +17,9 @@ What is measured
     Three compactors, same turns, same budget, same compaction points:
 
     threadline      constraints detected and recorded before each compaction and pinned by
-                    it; the dropped turns leave a recall-first summary
+                    it (the rules with the embedding classifier when the dense extra is
+                    installed, as THREADLINE_CONSTRAINT_CLASSIFIER's default; ``--rules``:
+                    the rules alone); the dropped turns leave a recall-first summary
     summary-only    the same summary, no constraint extraction or pinning
     recency         drop the oldest turns, keep the last ones ("keep the last N turns")
 
@@ -45,10 +47,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from constraint_fixtures import FIXTURES  # noqa: E402
 
 from threadline.compaction.compact import plan  # noqa: E402
-from threadline.compaction.constraints import undetected  # noqa: E402
+from threadline.compaction.constraints import Detector, detect, undetected  # noqa: E402
 from threadline.compaction.plan import Policy, word_count  # noqa: E402
 from threadline.items import Item, NewItem, next_item  # noqa: E402
 from threadline.request import Request  # noqa: E402
+from threadline.standard import constraint_detector  # noqa: E402
 from threadline.turn.assemble import MessageMemo, assemble  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "lost-in-conversation"
@@ -106,7 +109,8 @@ def _append(history: list[Item], new: NewItem) -> None:
     history.append(next_item(history, new, conversation_id="c_bench", created_at=_T))
 
 
-def replay(case: Case, compactor: str, k: int, budget: int) -> tuple[float, float, int]:
+def replay(case: Case, compactor: str, k: int, budget: int,
+           detector: Detector = detect) -> tuple[float, float, int]:
     memo = MessageMemo()
 
     def assemble_for(history: Sequence[Item]) -> Request:
@@ -124,7 +128,7 @@ def replay(case: Case, compactor: str, k: int, budget: int) -> tuple[float, floa
         if index not in points:
             continue
         if compactor == "threadline":
-            for new in undetected(history):
+            for new in undetected(history, detector):
                 _append(history, new)
         strategy = {"threadline": None, "summary-only": "summary", "recency": "window"}[compactor]
         chosen = plan(history, assemble_for, word_count, policy, reason="manual",
@@ -143,7 +147,7 @@ def replay(case: Case, compactor: str, k: int, budget: int) -> tuple[float, floa
     return kept, recalled, applied
 
 
-def run(cases: list[Case], budget: int) -> dict:
+def run(cases: list[Case], budget: int, detector: Detector = detect) -> dict:
     out: dict = {}
     for source in sorted({c.source for c in cases}):
         subset = [c for c in cases if c.source == source]
@@ -153,7 +157,7 @@ def run(cases: list[Case], budget: int) -> dict:
         for k in (1, 2, 3):
             row = {}
             for compactor in COMPACTORS:
-                results = [replay(c, compactor, k, budget) for c in subset]
+                results = [replay(c, compactor, k, budget, detector) for c in subset]
                 row[compactor] = {
                     "constraint_retention": _pooled(subset, results, 0),
                     "fact_recall": _pooled(subset, results, 1),
@@ -178,13 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=300, help="tokens after a compaction")
     parser.add_argument("--limit", type=int, help="at most this many LiC conversations")
     parser.add_argument("--quick", action="store_true", help="fixtures only, no shared data")
+    parser.add_argument("--rules", action="store_true",
+                        help="detect constraints with the rules alone (no classifier)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     cases = fixture_cases() + ([] if args.quick else lic_cases(args.limit))
+    detector = constraint_detector(False if args.rules else None)
     started = time.perf_counter()
-    results = run(cases, args.budget)
+    results = run(cases, args.budget, detector)
     ours = [row["threadline"] for r in results.values() for row in r["by_compactions"].values()]
     report = {"benchmark": "compaction_retention", "budget_tokens": args.budget,
+              "detector": "rules" if detector is detect else "rules + classifier",
               "seconds": round(time.perf_counter() - started, 1), "sources": results,
               "targets": {"constraint_retention": TARGET_RETENTION, "fact_recall": TARGET_RECALL},
               "target_met": {
@@ -194,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"budget {args.budget} tokens per compaction; {report['seconds']} s")
+    print(f"budget {args.budget} tokens per compaction; detector: {report['detector']}; "
+          f"{report['seconds']} s")
     for source, r in results.items():
         print(f"\n{source}: {r['conversations']} conversations, {r['constraints']} constraints, "
               f"{r['facts']} facts")

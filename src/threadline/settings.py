@@ -43,6 +43,9 @@ class Settings:
     system_prompt: str | None = None
     time_in_context: bool = False  # the current time, in the tail of every turn
     memory_dense: bool = False  # recall memories with embeddings too (the dense extra)
+    # standing constraints found by the embedding classifier with the rules (the dense extra);
+    # off unless asked for: it embeds every user message once, where the rules cost ~0.1 ms
+    constraint_classifier: bool = False
     database_url: str | None = None  # PostgreSQL; None: the SQLite file under home
     # the "openai" model: an OpenAI-compatible endpoint (or several, for affinity routing)
     openai_base_urls: tuple[str, ...] = ()
@@ -106,6 +109,8 @@ class Settings:
             settings = settings.with_(time_in_context=_flag(value))
         if value := environ.get("THREADLINE_MEMORY_DENSE"):
             settings = settings.with_(memory_dense=_flag(value))
+        if value := environ.get("THREADLINE_CONSTRAINT_CLASSIFIER"):
+            settings = settings.with_(constraint_classifier=_flag(value))
         if value := environ.get("THREADLINE_KV_MEMORY_MB"):
             settings = settings.with_(kv_memory_bytes=_megabytes("THREADLINE_KV_MEMORY_MB",
                                                                  value))

@@ -14,12 +14,17 @@ plus the ``MemoryQueue`` hook when the store keeps memory, then ``hooks``, and c
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from threadline.compaction.auto import Compaction
+from threadline.compaction.constraint_classifier import ClassifiedDetector
+from threadline.compaction.constraints import Detector, detect
 from threadline.compaction.plan import Policy
 from threadline.engine import Engine
+from threadline.errors import InputError
 from threadline.hooks.memory_queue import MemoryQueue
 from threadline.items import utc_now
 from threadline.memory.recall import MemoryRecall
@@ -33,6 +38,7 @@ from threadline.providers import (
     WorkingStateProvider,
 )
 from threadline.request import ToolSpec
+from threadline.retrieval import dense
 from threadline.retrieval.corpus import Corpus
 from threadline.rewrite import DEFAULT_DEADLINE_S
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
@@ -44,12 +50,15 @@ from threadline.turn.providers import ContextProvider
 from threadline.turn.tools import Tool, ToolLimits
 from threadline.turn.trace import Tracer
 
+log = logging.getLogger("threadline.compaction")
+
 
 def standard_engine(store: Store, model: ModelBackend, *, system: str | None = None,
                     tools: Sequence[Tool | ToolSpec] = (), tool_limits: ToolLimits | None = None,
                     corpora: Corpus | None = None, recall: MemoryRecall | bool = True,
                     time_in_context: bool = False, reminders: Sequence[str] = (),
                     policy: Policy | None = None, model_extraction: bool = False,
+                    constraints: Detector = detect,
                     providers: Sequence[ContextProvider] = (), hooks: Sequence[TurnHook] = (),
                     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                     lease: LeasePolicy = DEFAULT_LEASE, count: Callable[[str], int] | None = None,
@@ -59,7 +68,9 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
     """An engine over ``store`` and ``model`` with the standard providers and hooks, then
     ``providers`` and ``hooks`` of the caller's. ``recall`` may be a configured
     :class:`MemoryRecall`; False turns recall off (turns sent with a user are still queued for
-    the memory writer). The other arguments are :class:`Engine`'s."""
+    the memory writer). ``constraints`` finds standing constraints before each compaction
+    (the rules by default; see :func:`constraint_detector`). The other arguments are
+    :class:`Engine`'s."""
     parts: list[ContextProvider] = [TimeProvider()] if time_in_context else []
     parts.append(WorkingStateProvider())
     after: list[TurnHook] = []
@@ -77,6 +88,31 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                                f"reminder {n}") for n, text in enumerate(reminders, 1)]
     return Engine(store, model, system=system, tools=tools, tool_limits=tool_limits,
                   providers=[*parts, *providers], hooks=[*after, *hooks],
-                  compactor=Compaction(policy, model_extraction=model_extraction),
+                  compactor=Compaction(policy, model_extraction=model_extraction,
+                                       detector=constraints),
                   max_message_bytes=max_message_bytes, lease=lease, count=count,
                   observer=observer, tracer=tracer, clock=clock)
+
+
+def constraint_detector(enabled: bool | None = None) -> Detector:
+    """The standing-constraint detector ``Settings.constraint_classifier`` asks for: the
+    embedding classifier with the rules when ``enabled``, or when None and the dense extra is
+    installed; otherwise the rules alone (None without the extra says so in the log, once).
+    Asked for without the extra, it is refused."""
+    if enabled is False:
+        return detect
+    if not dense.available():
+        if enabled:
+            raise InputError("the constraint classifier needs the dense extra (PyTorch and "
+                             "sentence-transformers)",
+                             hint="pip install 'threadline[dense]', or turn it off with "
+                                  "THREADLINE_CONSTRAINT_CLASSIFIER=0")
+        _rules_only()
+        return detect
+    return ClassifiedDetector(dense.Embedder, model=dense.MODEL_NAME, dim=dense.DIMENSION)
+
+
+@functools.cache
+def _rules_only() -> None:
+    log.info("standing constraints are found by the rules alone: the embedding classifier "
+             "needs the dense extra (pip install 'threadline[dense]')")

@@ -12,6 +12,8 @@ from threadline.compaction.constraints import detect
 @pytest.mark.parametrize("text", [
     # the whole conversation, or every answer, in ordinary words
     "Please limit the response to one paragraph until further notice.",
+    # a scope over everything written, even when it names this client
+    "Don't mention competitor names in anything you write for this client.",
     "Keep adding comments on future code generations.",
     "In this conversation, you are going to act as somebody who works in marketing.",
     "Always add #soaringfinancially to any hashtags you give me in this chat henceforth.",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.decorators import FC
 
+from threadline.compaction.constraints import Detector
 from threadline.compaction.plan import policy_for
 from threadline.engine import Engine
 from threadline.errors import InputError
@@ -21,7 +22,7 @@ from threadline.memory.recall import K, MemoryRecall
 from threadline.models import MODELS, ModelBackend, create_model
 from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
-from threadline.standard import standard_engine
+from threadline.standard import constraint_detector, standard_engine
 from threadline.stores import MAIN, Store, open_store
 from threadline.tracing import from_environment
 from threadline.turn.hooks import TurnHook
@@ -38,6 +39,7 @@ class Context:
     _corpora: Corpus | None = field(default=None, repr=False)
     _tracing: Tracing | None = field(default=None, repr=False)
     _traced: bool = field(default=False, repr=False)
+    _detector: Detector | None = field(default=None, repr=False)
 
     def store(self) -> Store:
         if self._store is None:
@@ -70,6 +72,13 @@ class Context:
         return MemoryRecall(self.memory(), k=k, threshold=threshold,
                             dense=self.vectors(dense))
 
+    def constraint_detector(self) -> Detector:
+        """What finds standing constraints before a compaction, as the settings say
+        (THREADLINE_CONSTRAINT_CLASSIFIER), made once for the command."""
+        if self._detector is None:
+            self._detector = constraint_detector(self.settings.constraint_classifier)
+        return self._detector
+
     def model(self, name: str | None = None) -> ModelBackend:
         return create_model(name or self.settings.model, self.settings)
 
@@ -85,7 +94,8 @@ class Context:
     def engine(self, model: ModelBackend, *, system: str | None = None,
                hooks: Sequence[TurnHook] = (), observer: Observer | None = None) -> Engine:
         """An engine over this store with the standard providers and hooks (recall with the
-        settings' dense choice), compacting on its own where the model has a window; then
+        settings' dense choice), compacting on its own where the model has a window (standing
+        constraints found as the settings say); then
         ``hooks``, and ``observer`` told what happens beside the turns; traced where the
         environment asks for it."""
         tracing = self.tracing()
@@ -95,6 +105,7 @@ class Context:
                                time_in_context=settings.time_in_context,
                                policy=policy_for(model), corpora=self._corpora,
                                recall=self.recall() if store.memory is not None else False,
+                               constraints=self.constraint_detector(),
                                hooks=hooks, observer=observer, tracer=tracing)
 
 

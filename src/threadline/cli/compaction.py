@@ -113,7 +113,7 @@ def compact(ctx: Context, conversation_id: str, branch: str, budget: int | None,
         raise click.UsageError("--boundary summarises; it does not combine with --strategy "
                                f"{strategy}")
     engine = _engine(ctx, conversation_id, branch, model_name)
-    done = Compaction(policy_for(engine.model)).compact(
+    done = Compaction(policy_for(engine.model), detector=ctx.constraint_detector()).compact(
         engine, conversation_id, branch, budget=budget, strategy=strategy, dry_run=dry_run,
         boundary=boundary)
     output(done.to_json(), as_json, lambda: _print_compaction(done))

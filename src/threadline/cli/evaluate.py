@@ -17,7 +17,7 @@ from threadline.cli.eval_logs import lic_logs
 from threadline.cli.eval_runs import COMMANDS
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
 from threadline.cli.rewrite_eval import canard, cast
-from threadline.compaction.constraints import detect
+from threadline.compaction.constraint_classifier import ClassifiedDetector
 from threadline.errors import InputError
 from threadline.eval import constraints as constraint_eval
 from threadline.eval.constraint_annotations import ANNOTATIONS, load
@@ -26,6 +26,7 @@ from threadline.eval.locomo import ArmSpec, evaluate, load_locomo, model_extract
 from threadline.eval.locomo_report import KS, split_of
 from threadline.models import MODELS
 from threadline.retrieval.dense import Embedder
+from threadline.standard import constraint_detector
 
 
 @click.group(name="eval")
@@ -135,7 +136,8 @@ def _print(report: dict[str, Any]) -> None:
 
 @eval_.command()
 @click.option("--split", type=click.Choice(SPLITS), default="test", show_default=True,
-              help="The annotation split to score (the rules were tuned on dev).")
+              help="The annotation split to score (the rules were tuned on dev, the "
+                   "classifier trained on it).")
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path),
               default=Path("../shared/data"), show_default=True,
               help="The directory holding the ShareGPT, tau-bench and Lost in Conversation "
@@ -143,8 +145,14 @@ def _print(report: dict[str, Any]) -> None:
 @click.option("--annotations", type=click.Path(dir_okay=False, path_type=Path),
               default=ANNOTATIONS, show_default="the annotations shipped with threadline",
               help="An annotation file in threadline's format.")
+@click.option("--classifier/--no-classifier", default=None,
+              help="Score the rules with the embedding classifier, or the rules alone. "
+                   "Default: as THREADLINE_CONSTRAINT_CLASSIFIER says (on when the dense "
+                   "extra is installed).")
 @json_option()
-def constraints(split: str, data: Path, annotations: Path, as_json: bool) -> None:
+@pass_context
+def constraints(ctx: Context, split: str, data: Path, annotations: Path,
+                classifier: bool | None, as_json: bool) -> None:
     """Score the standing-constraint detector on hand-annotated sentences of real user
     messages: precision, recall (with counts, and estimated for the whole corpus from the
     sampled non-candidates), recall per kind of rule, near-misses flagged, and the detector's
@@ -153,18 +161,24 @@ def constraints(split: str, data: Path, annotations: Path, as_json: bool) -> Non
         raise InputError(f"{data} is not a directory",
                          hint="pass --data with the shared data directory (../shared/data)")
     annotated, strata = load(data, annotations)
+    annotated = [a for a in annotated if a.sentence.split == split]  # only its messages run
+    wanted = ctx.settings.constraint_classifier if classifier is None else classifier
+    detect = constraint_detector(wanted)
     scored, ms = constraint_eval.flag(annotated, detect, message_texts(data))
     report = constraint_eval.score(scored, strata, split)
     messages = len({(s.annotated.sentence.file, s.annotated.sentence.conversation,
                      s.annotated.sentence.index) for s in scored})
-    report = {"annotations": str(annotations), "data": str(data), **report,
+    used = "rules + classifier" if isinstance(detect, ClassifiedDetector) and detect.active \
+        else "rules"
+    report = {"annotations": str(annotations), "data": str(data), "detector": used, **report,
               "detector_ms_per_message": round(ms / messages, 4) if messages else None}
     output(report, as_json, lambda: _print_constraints(report))
 
 
 def _print_constraints(report: dict[str, Any]) -> None:
     est, raw = report["estimated"], report["annotated"]
-    click.echo(f"split {report['split']}: {report['rules_annotated']} rules annotated")
+    click.echo(f"split {report['split']}: {report['rules_annotated']} rules annotated; "
+               f"detector: {report['detector']}")
     click.echo(f"precision {report['precision']}  recall {report['recall']}  f1 {report['f1']}")
     click.echo(f"annotated: tp {raw['tp']}, fp {raw['fp']}, fn {raw['fn']}, tn {raw['tn']}; "
                f"estimated for the corpus: tp {est['tp']}, fp {est['fp']}, fn {est['fn']}")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from threadline.compaction.boundary import starts_new_task
 from threadline.compaction.compact import Compacted, compact, unanswered
+from threadline.compaction.constraints import Detector, detect
 from threadline.compaction.extract import extract
 from threadline.compaction.plan import Policy, request_tokens
 from threadline.items import Item, NewItem
@@ -24,12 +25,15 @@ Extract = Callable[[Sequence[Item]], Sequence[NewItem]]
 
 
 class Compaction:
-    """``policy`` says when to compact on its own (None: only when asked); with
-    ``model_extraction`` the engine's model also looks for standing constraints before a
-    compaction (the rules always do)."""
+    """``policy`` says when to compact on its own (None: only when asked); ``detector`` finds
+    the standing constraints before a compaction (the rules by default; the embedding
+    classifier with ``standard.constraint_detector``), and with ``model_extraction`` the
+    engine's model looks for them too."""
 
-    def __init__(self, policy: Policy | None = None, *, model_extraction: bool = False) -> None:
+    def __init__(self, policy: Policy | None = None, *, model_extraction: bool = False,
+                 detector: Detector = detect) -> None:
         self.policy, self.model_extraction = policy, model_extraction
+        self.detector = detector
 
     def compact(self, host: Host, conversation_id: str, branch: str = MAIN, *,
                 budget: int | None = None, strategy: str | None = None, dry_run: bool = False,
@@ -41,7 +45,7 @@ class Compaction:
                        assemble_for=host.assembler(conversation_id, branch), count=host.count,
                        policy=self.policy or Policy(), clock=host.clock, reason="manual",
                        budget=budget, strategy=strategy, dry_run=dry_run, boundary=boundary,
-                       extract=self._extractor(host, branch))
+                       extract=self._extractor(host, branch), detector=self.detector)
 
     def before_call(self, host: Host, head: Item, branch: str) -> tuple[Item, Request | None]:
         policy = self.policy
@@ -64,6 +68,7 @@ class Compaction:
         done = compact(host.store, head.conversation_id, branch, assemble_for=assemble_for,
                        count=host.count, policy=policy, clock=host.clock, reason=reason,
                        through=through, extract=self._extractor(host, branch),
+                       detector=self.detector,
                        decide=lambda plan: reason == "context_limit" or plan.price.pays_off)
         if done.applied is not None:
             return done.applied, None

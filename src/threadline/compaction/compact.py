@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from threadline.compaction.clear_tools import clearable
-from threadline.compaction.constraints import active, undetected
+from threadline.compaction.constraints import Detector, active, detect, undetected
 from threadline.compaction.extract import ExtractionFailed
 from threadline.compaction.plan import (
     Count,
@@ -147,9 +147,11 @@ def compact(store: Store, conversation_id: str, branch: str, *, assemble_for: As
             budget: int | None = None, strategy: str | None = None, dry_run: bool = False,
             boundary: bool = False, through: int | None = None,
             decide: Callable[[Plan], bool] | None = None,
-            extract: Callable[[Sequence[Item]], Sequence[NewItem]] | None = None) -> Compacted:
+            extract: Callable[[Sequence[Item]], Sequence[NewItem]] | None = None,
+            detector: Detector = detect) -> Compacted:
     """Plan, and unless ``dry_run`` or ``decide`` (the trigger policy's verdict on the plan)
-    says no: find the standing constraints (by rule, and with ``extract`` by a model too),
+    says no: find the standing constraints (with ``detector``, by default the rules; with
+    ``extract`` by a model too),
     record them, and append the compaction that pins them. ``boundary`` says a task just
     ended: everything up to the last completed turn is summarised."""
     history = store.history(conversation_id, branch)
@@ -164,7 +166,7 @@ def compact(store: Store, conversation_id: str, branch: str, *, assemble_for: As
         return plan([*history, *_hypothetical(found, history)], assemble_for, count, policy,
                     reason=reason, budget=budget, strategy=strategy, through=through)
 
-    found = undetected(history)
+    found = undetected(history, detector)
     chosen = plan_with(found)
     if chosen is None:
         return Compacted(None, None, detail="nothing in the view can be compacted")

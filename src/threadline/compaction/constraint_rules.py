@@ -20,6 +20,7 @@ Questions are never constraints; neither are sentences over 400 characters (past
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from threadline.compaction.summarize import sentences
 
@@ -37,7 +38,8 @@ _SCOPE = re.compile(
     r"for all (?:future|subsequent|following) |until (?:further notice|I say|I tell you|"
     r"I ask)|in (?:all|every|each) (?:of your )?(?:future |subsequent |following )?"
     r"(?:answers?|responses?|replies|messages|outputs?)|"
-    r"unless I say otherwise|at all times|in this (?:conversation|chat|"
+    r"unless I say otherwise|at all times|(?:in|for) (?:anything|everything) (?:that )?you "
+    r"(?:write|say|produce|send)|in this (?:conversation|chat|"
     r"session|thread)|(?:future|subsequent|later) (?:code|answers?|responses?|replies|"
     r"generations?|evaluations?|messages|prompts|outputs?)|"
     r"(?:answer|respond|reply)\b.{0,60}\bin the future)\b", re.I)
@@ -142,14 +144,36 @@ _DIRECTIVE = re.compile(
 _PERSONAL = re.compile(r"^(?:I|we|he|she|they|it|this|that|there)\b", re.I)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What the rules make of one sentence a detector looks at."""
+
+    sentence: str
+    rule: bool        # the rules' verdict: it sets a standing constraint
+    sets_up: bool     # it sets up a persona, a scope, a protocol or a rule list
+    directive: bool   # it is a directive to the assistant (counted in a set-up message)
+
+
+def eligible(sentence: str) -> bool:
+    """Whether a sentence can be a constraint at all: not a question, not pasted text."""
+    return not sentence.endswith("?") and len(sentence) <= _MAX
+
+
+def verdicts(text: str) -> list[Verdict]:
+    """The rules' verdict on every eligible sentence of ``text``, in order."""
+    candidates = [s for s in sentences(text) if eligible(s)]
+    bodies = [_LEAD.sub("", s).strip(" ,;:-") for s in candidates]
+    setting_up = [_sets_up(s, b) for s, b in zip(candidates, bodies, strict=True)]
+    directive = [bool(_DIRECTIVE.match(b)) for b in bodies]
+    ruled = [_sets_rule(s, b) for s, b in zip(candidates, bodies, strict=True)]
+    if any(setting_up):
+        ruled = [r or d for r, d in zip(ruled, directive, strict=True)]
+    return [Verdict(*row) for row in zip(candidates, ruled, setting_up, directive, strict=True)]
+
+
 def standing(text: str) -> list[str]:
     """The sentences of ``text`` that set a standing constraint, verbatim, in order."""
-    candidates = [s for s in sentences(text) if not s.endswith("?") and len(s) <= _MAX]
-    bodies = [_LEAD.sub("", s).strip(" ,;:-") for s in candidates]
-    ruled = [_sets_rule(s, b) for s, b in zip(candidates, bodies, strict=True)]
-    if any(_sets_up(s, b) for s, b in zip(candidates, bodies, strict=True)):
-        ruled = [r or bool(_DIRECTIVE.match(b)) for r, b in zip(ruled, bodies, strict=True)]
-    return [s for s, r in zip(candidates, ruled, strict=True) if r]
+    return [v.sentence for v in verdicts(text) if v.rule]
 
 
 def _sets_up(sentence: str, body: str) -> bool:

