@@ -216,7 +216,9 @@ def measure(store: str, where: dict[str, str], clients: int, turns: int,
     result["throughput_ratio"] = round(t["turns_per_s"] / b["turns_per_s"], 2)
     result["added_p50_ms"] = round(t["p50_ms"] - b["p50_ms"], 2)
     result["added_p99_ms"] = round(t["p99_ms"] - b["p99_ms"], 2)
-    result["cpu_ratio"] = round(t["server_cpu_ms_per_turn"] / b["server_cpu_ms_per_turn"], 2)
+    # None where the bare server used less than a clock tick (a --quick run)
+    result["cpu_ratio"] = round(t["server_cpu_ms_per_turn"] / b["server_cpu_ms_per_turn"], 2) \
+        if b["server_cpu_ms_per_turn"] else None
     return result
 
 
@@ -264,7 +266,8 @@ def main() -> None:
                   f"{row['p99_ms']:8.2f} {row['server_cpu_ms_per_turn']:19.3f}")
         print(f"{store:10} threadline/bare throughput {found['throughput_ratio']:.2f}, adds "
               f"{found['added_p50_ms']:.2f} ms at p50 and {found['added_p99_ms']:.2f} ms at p99; "
-              f"server CPU per turn {found['cpu_ratio']:.2f}x the bare handler's")
+              + ("" if found["cpu_ratio"] is None else
+                 f"server CPU per turn {found['cpu_ratio']:.2f}x the bare handler's"))
 
 
 def with_postgres(args: argparse.Namespace, store: str) -> dict[str, Any]:

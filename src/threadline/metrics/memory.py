@@ -43,7 +43,7 @@ class MemoryCollector:
         stats = self.stats()
         writes = GaugeMetricFamily("threadline_memory_writes", "Decisions the memory writer "
                                    "recorded over the jobs in the store (ADD, UPDATE, "
-                                   "INVALIDATE, NOOP, REJECT).", labels=["decision"])
+                                   "INVALIDATE, NOOP, REJECT, TURN).", labels=["decision"])
         for decision, count in sorted(stats["decisions"].items()):
             writes.add_metric([decision], count)
         yield writes
