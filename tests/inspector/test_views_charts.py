@@ -152,3 +152,24 @@ def test_bad_stats_options_are_refused_with_what_to_do(ui: TestClient, params: d
     refused = ui.get("/ui/stats", params=params)
     assert refused.status_code == 400
     assert said in refused.json()["error"]["message"]
+
+
+def test_a_conversation_page_links_its_charts_and_they_are_its_owners_alone(
+        world: World, ui: TestClient) -> None:
+    page = parse(ui.get(f"/ui/c/{world.ann_cid}").text)
+    link = page.by_id("charts-link")
+    assert link.attrs["href"] == f"/ui/c/{world.ann_cid}/charts?branch=main"
+    charts = parse(ui.get(link.attrs["href"]).text)
+    reuse, cost = charts.by_id("conversation-charts").find_all("svg")
+    samples = conversation_samples(world.store, world.ann_cid)
+    assert [float(r.attrs["data-value"]) for r in cost.find_all("rect")] == [
+        s.cost_usd for s in samples]
+    assert accessible(reuse)[0] == "Reuse per turn, branch main"
+    fork = ui.get(f"/ui/c/{world.ann_cid}/charts?branch={world.fork}")
+    assert fork.status_code == 200 and f"Reuse per turn, branch {world.fork}" in fork.text
+    assert ui.get(f"/ui/c/{world.ann_cid}/charts?branch=nope").status_code == 404
+    bearer = tokens(world.store)
+    assert ui.get(f"/ui/c/{world.ann_cid}/charts",
+                  headers={"Authorization": bearer["bob"]}).status_code == 403
+    assert ui.get(f"/ui/c/{world.ann_cid}/charts",
+                  headers={"Authorization": bearer["ann"]}).status_code == 200

@@ -9,6 +9,7 @@
     GET  /ui/memory/{user_id}/{entry_id}/edit     a correction's form; POST: correct it
     GET  /ui/memory/{user_id}/{entry_id}/delete   the confirmation; POST: delete it for real
     GET  /ui/memory/{user_id}/forget              the confirmation; POST: forget the user
+    GET  /ui/c/{conversation_id}/charts           reuse and cost per turn of one branch
     GET  /ui/stats                                the per-turn-index curves across conversations
 
 Every route takes the caller and checks what the path names as the API does
@@ -32,9 +33,15 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from threadline.cache.pricing import profile
 from threadline.engine import Engine
-from threadline.errors import InputError
+from threadline.errors import InputError, UnknownBranch
 from threadline.inspector.call_view import call_diff, call_page
-from threadline.inspector.charts import DEFAULT_INPUT_PRICE, DEFAULT_PROFILE, stats_charts
+from threadline.inspector.charts import (
+    DEFAULT_INPUT_PRICE,
+    DEFAULT_PROFILE,
+    conversation_chart,
+    conversation_samples,
+    stats_charts,
+)
 from threadline.inspector.csrf import same_origin
 from threadline.inspector.deps import InspectorDep
 from threadline.inspector.memory_view import chains
@@ -44,6 +51,7 @@ from threadline.memory import MemoryStore
 from threadline.server import access
 from threadline.server.access import Caller, CallerDep
 from threadline.stats import GROUPINGS, METRICS, curves, since_of, turn_samples
+from threadline.stores import MAIN
 
 router = APIRouter()
 
@@ -203,7 +211,25 @@ def _back(request: Request, user_id: str, done: str) -> RedirectResponse:
     return RedirectResponse(str(url), status_code=303)
 
 
-# -- the curves across conversations ----------------------------------------------------------
+# -- charts -------------------------------------------------------------------------------------
+
+@router.get("/ui/c/{conversation_id}/charts", name="inspector-conversation-charts",
+            response_class=HTMLResponse)
+def conversation_charts(request: Request, conversation_id: str, caller: CallerDep,
+                        inspector: InspectorDep, branch: str = MAIN) -> HTMLResponse:
+    """Reuse and cost per turn of one branch, as SVG: a page of its own, since it reads the
+    branch's every call where the conversation page reads one page of turns."""
+    found = access.conversation(caller, inspector.store, conversation_id)
+    if branch not in {b.name for b in inspector.store.branches(conversation_id)}:
+        raise UnknownBranch(conversation_id, branch)
+    pricing = inspector.pricing
+    samples = conversation_samples(inspector.store, conversation_id, branch,
+                                   pricing=pricing.profile, input_price=pricing.input_price)
+    return render(request, "conversation_charts.html", conversation=found, branch=branch,
+                  chart=conversation_chart(samples), turns=len(samples),
+                  profile=pricing.profile.name, input_price=pricing.input_price)
+
+
 
 @router.get("/ui/stats", name="inspector-stats", response_class=HTMLResponse)
 def stats_view(request: Request, caller: CallerDep, engine: EngineDep,
