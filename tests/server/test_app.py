@@ -140,6 +140,11 @@ def test_resuming_refuses_what_it_cannot_serve(client: TestClient) -> None:
     ("/v1/conversations/{cid}/messages", {"text": "   "}, 400, "EmptyMessage"),
     ("/v1/conversations/{cid}/messages", {"text": "hi", "branch": "nope"}, 404,
      "UnknownBranch"),
+    # a stream is refused before it starts, while it can still answer 404
+    ("/v1/conversations/c_missing/messages", {"text": "hi", "stream": True}, 404,
+     "UnknownConversation"),
+    ("/v1/conversations/{cid}/messages", {"text": "hi", "branch": "nope", "stream": True}, 404,
+     "UnknownBranch"),
     ("/v1/conversations/{cid}/fork", {"from_seq": 99}, 404, "UnknownItem"),
 ])
 def test_errors_are_json_with_the_right_status_and_change_nothing(

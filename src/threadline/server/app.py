@@ -152,8 +152,13 @@ def create_app(engine: Engine, metrics: Metrics | None = None, *,
     @app.post("/v1/conversations/{conversation_id}/messages", response_model=None)
     def post_message(conversation_id: str, body: MessageBody,
                      caller: CallerDep) -> dict[str, Any] | Response:
-        access.conversation(caller, store, conversation_id)  # 404/403 before any write
-        store.head(conversation_id, body.branch)
+        # whose it is (403) before anything; that the conversation and branch exist (404) is
+        # checked here only before a stream, which could no longer answer 404 once started:
+        # a plain request's turn refuses them itself, before it writes
+        if not caller.admin:
+            access.conversation(caller, store, conversation_id)
+        if body.stream:
+            store.head(conversation_id, body.branch)
         # a user token's turn names a user (for memory) only when asked, and only its own
         user_id = None if body.user_id is None else caller.acting_for(body.user_id, "user_id")
         access.client_message(caller, store, body.client_msg_id)
