@@ -17,13 +17,7 @@ from threadline.calls import ModelCall
 from threadline.items import Item, ItemKind
 from threadline.stores.browse import ConversationQuery, Lineage
 from threadline.stores.records import ConversationSummary, Generation
-from threadline.stores.rows import (
-    CONVERSATION_COLUMNS,
-    call_from_row,
-    conversation_from_row,
-    item_from_row,
-    stored_time,
-)
+from threadline.stores.rows import SUMMARY_COLUMNS, call_from_row, item_from_row, summary_from_row
 from threadline.stores.sessions import Database
 
 _ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
@@ -33,17 +27,8 @@ _CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status
                  "started_at, error, prefix_report, purpose")
 _CALL_CHUNK = 64
 _MESSAGES = ("user_message", "assistant_message")
-_SUMMARY = (
-    "SELECT {columns},"
-    " (SELECT count(*) FROM items i WHERE i.conversation_id = c.id),"
-    " (SELECT coalesce(max(turn), 0) FROM items i WHERE i.conversation_id = c.id),"
-    " (SELECT count(*) FROM branches b WHERE b.conversation_id = c.id),"
-    " (SELECT count(*) FROM model_calls m WHERE m.conversation_id = c.id),"
-    " coalesce((SELECT max(created_at) FROM items i WHERE i.conversation_id = c.id),"
-    "          c.created_at) AS updated,"
-    " (SELECT content FROM items i WHERE i.conversation_id = c.id"
-    "  AND kind = 'user_message' ORDER BY seq LIMIT 1)"
-    " FROM conversations c {where} ORDER BY updated {order}, c.id {order} LIMIT ? OFFSET ?")
+_SUMMARY = ("SELECT " + SUMMARY_COLUMNS + " FROM conversations c {where}"
+            " ORDER BY updated {order}, c.id {order} LIMIT ? OFFSET ?")
 
 
 def like_pattern(text: str, *, as_json: bool = False) -> str:
@@ -75,17 +60,11 @@ class SQLBrowse:
                          "(?, ?) AND lower(i.content) LIKE ? ESCAPE '\\'))")
             params += [like_pattern(query.text), *_MESSAGES,
                        like_pattern(query.text, as_json=True)]
-        sql = _SUMMARY.format(columns=", ".join(f"c.{c}" for c in
-                                                CONVERSATION_COLUMNS.split(", ")),
-                              where=("WHERE " + " AND ".join(where)) if where else "",
+        sql = _SUMMARY.format(where=("WHERE " + " AND ".join(where)) if where else "",
                               order="ASC" if query.oldest_first else "DESC")
         with self._db.reading() as db:
             rows = db.all(sql, [*params, max(query.limit, 0), max(query.offset, 0)])
-        return [ConversationSummary(
-            conversation=conversation_from_row(row[:6]), items=row[6], turns=row[7],
-            branches=row[8], calls=row[9], updated_at=stored_time(row[10]),
-            first_message=None if row[11] is None else json.loads(row[11]).get("text"))
-            for row in rows]
+        return [summary_from_row(row) for row in rows]
 
     def items_before(self, conversation_id: str, lineage: Lineage, before: int,
                      limit: int) -> list[Item]:

@@ -65,11 +65,13 @@ from threadline.stores.responses import ResponseBackend
 from threadline.stores.responses_sql import SQLResponses
 from threadline.stores.rows import (
     CONVERSATION_COLUMNS,
+    SUMMARY_COLUMNS,
     call_from_row,
     conversation_from_row,
     item_from_row,
     request_size,
     stored_time,
+    summary_from_row,
 )
 from threadline.stores.sessions import Cursor, Database, Execute, Lineage, Session
 from threadline.stores.tokens import TokenBackend
@@ -422,23 +424,9 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
     def _summaries(self, where: str, params: tuple[Any, ...],
                    limit: int | None) -> list[ConversationSummary]:
         limit_clause = "" if limit is None else f" LIMIT {int(limit)}"
-        rows = self._read(
-            "SELECT c.id, c.created_at, c.title, c.system, c.metadata, c.owner,"
-            " (SELECT count(*) FROM items i WHERE i.conversation_id = c.id),"
-            " (SELECT coalesce(max(turn), 0) FROM items i WHERE i.conversation_id = c.id),"
-            " (SELECT count(*) FROM branches b WHERE b.conversation_id = c.id),"
-            " (SELECT count(*) FROM model_calls m WHERE m.conversation_id = c.id),"
-            " coalesce((SELECT max(created_at) FROM items i WHERE i.conversation_id = c.id),"
-            "          c.created_at) AS updated,"
-            " (SELECT content FROM items i WHERE i.conversation_id = c.id"
-            "  AND kind = 'user_message' ORDER BY seq LIMIT 1)"
-            f" FROM conversations c {where} ORDER BY updated DESC, c.id DESC{limit_clause}",
-            params)
-        return [ConversationSummary(
-            conversation=conversation_from_row(row[:6]), items=row[6], turns=row[7],
-            branches=row[8], calls=row[9], updated_at=stored_time(row[10]),
-            first_message=None if row[11] is None else json.loads(row[11]).get("text"))
-            for row in rows]
+        rows = self._read(f"SELECT {SUMMARY_COLUMNS} FROM conversations c {where}"
+                          f" ORDER BY updated DESC, c.id DESC{limit_clause}", params)
+        return [summary_from_row(row) for row in rows]
 
     def branches(self, conversation_id: str) -> list[Branch]:
         rows = self._read("SELECT name, created_at, parent, fork_seq FROM branches "

@@ -10,6 +10,7 @@ from typing import Any
 
 from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
 from threadline.items import Conversation, Item, ItemKind, parse_time
+from threadline.stores.records import ConversationSummary
 
 
 def request_size(request: SentRequest) -> int:
@@ -32,6 +33,28 @@ def conversation_from_row(row: Sequence[Any]) -> Conversation:
     """A row of ``CONVERSATION_COLUMNS``."""
     return Conversation(id=row[0], created_at=stored_time(row[1]), title=row[2], system=row[3],
                         metadata=json.loads(row[4]), owner=row[5])
+
+
+# a conversation with its counts, newest activity (``updated``) and first message, from
+# ``conversations c``: what listing and browsing conversations read
+SUMMARY_COLUMNS = (
+    ", ".join(f"c.{column}" for column in CONVERSATION_COLUMNS.split(", ")) + ","
+    " (SELECT count(*) FROM items i WHERE i.conversation_id = c.id),"
+    " (SELECT coalesce(max(turn), 0) FROM items i WHERE i.conversation_id = c.id),"
+    " (SELECT count(*) FROM branches b WHERE b.conversation_id = c.id),"
+    " (SELECT count(*) FROM model_calls m WHERE m.conversation_id = c.id),"
+    " coalesce((SELECT max(created_at) FROM items i WHERE i.conversation_id = c.id),"
+    "          c.created_at) AS updated,"
+    " (SELECT content FROM items i WHERE i.conversation_id = c.id"
+    "  AND kind = 'user_message' ORDER BY seq LIMIT 1)")
+
+
+def summary_from_row(row: Sequence[Any]) -> ConversationSummary:
+    """A row of ``SUMMARY_COLUMNS``."""
+    return ConversationSummary(
+        conversation=conversation_from_row(row[:6]), items=row[6], turns=row[7],
+        branches=row[8], calls=row[9], updated_at=stored_time(row[10]),
+        first_message=None if row[11] is None else json.loads(row[11]).get("text"))
 
 
 def item_from_row(row: Sequence[Any]) -> Item:
