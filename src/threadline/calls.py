@@ -91,13 +91,14 @@ class Rendering:
     def extend(cls, kept: Sequence[RenderedPart], pieces: Iterable[tuple[str, tuple[int, ...]]],
                *, has_tokens: bool = True, per_message: bool = False) -> Rendering:
         """``kept`` (parts of an earlier rendering, from its start) followed by new pieces."""
-        parts = list(kept)
-        chars, size, count = (parts[-1].chars_end, parts[-1].bytes_end, parts[-1].tokens_end) \
-            if parts else (0, 0, 0)
+        kept = tuple(kept)  # the same tuple when it is one: the history is copied once
+        chars, size, count = (kept[-1].chars_end, kept[-1].bytes_end, kept[-1].tokens_end) \
+            if kept else (0, 0, 0)
+        new = []
         for text, tokens in pieces:
             chars, size, count = chars + len(text), size + _utf8_len(text), count + len(tokens)
-            parts.append(RenderedPart(text, tokens, chars, size, count))
-        return cls(parts, has_tokens=has_tokens, per_message=per_message)
+            new.append(RenderedPart(text, tokens, chars, size, count))
+        return cls(kept + tuple(new), has_tokens=has_tokens, per_message=per_message)
 
     @property
     def prompt(self) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from threadline.items import canonical_json
@@ -73,6 +75,9 @@ class Message:
         shared: consecutive requests that reuse a message share its dict, which makes
         comparing them a pointer check per message. Treat it as read-only."""
         return self._openai
+
+
+_OPENAI = attrgetter("_openai")  # Message.to_openai, fetched in C
 
 
 @dataclass(frozen=True)
@@ -166,8 +171,14 @@ class Request:
     history: HistoryMark | None = field(default=None, compare=False, repr=False)
 
     @property
-    def messages(self) -> list[Message]:
-        return [m for segment in self.segments for m in segment.messages]
+    def messages(self) -> tuple[Message, ...]:
+        # joined once per request: backends, the record and the report all read it, and at
+        # thousands of turns each copy of the history streams it through the CPU's caches
+        joined = self.__dict__.get("_messages")
+        if joined is None:
+            joined = tuple(chain.from_iterable(segment.messages for segment in self.segments))
+            object.__setattr__(self, "_messages", joined)
+        return joined
 
     def cache_points(self) -> list[int]:
         """Message counts at which a breakpoint sits (0: after the tools), in order, once."""
@@ -183,4 +194,13 @@ class Request:
         return next((s for s in self.segments if s.kind is kind), None)
 
     def openai_messages(self) -> list[dict[str, Any]]:
-        return [m.to_openai() for m in self.messages]
+        return list(self.openai_tuple())
+
+    def openai_tuple(self) -> tuple[dict[str, Any], ...]:
+        """The messages in the OpenAI shape, shared: the dicts each message built once,
+        joined once per request (what a :class:`SentRequest` records). Treat as read-only."""
+        joined = self.__dict__.get("_openai")
+        if joined is None:
+            joined = tuple(map(_OPENAI, self.messages))
+            object.__setattr__(self, "_openai", joined)
+        return joined

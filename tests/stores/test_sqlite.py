@@ -151,3 +151,44 @@ def test_an_older_database_is_migrated_on_open(tmp_path: Path,
         assert store.conversation("c_old").owner is None  # no one's: admin only
     finally:
         store.close()
+
+
+def test_reads_do_not_wait_behind_an_open_commit_and_see_only_what_committed(
+        tmp_path: Path) -> None:
+    import threading
+
+    store = SQLiteStore(tmp_path / "t.db")
+    cid = "c_reads"
+    store.commit(Commit(conversation_id=cid, created_at=utc_now(), expected_head=None,
+                        items=[NewItem.user("one")], create=NewConversation(cid)))
+    inside, release, seen = threading.Event(), threading.Event(), []
+
+    def writer() -> None:
+        with store._session(write=True) as db:  # holds the write lock until released
+            db.run("UPDATE conversations SET title = 'changed' WHERE id = ?", (cid,))
+            # a read in this thread's own transaction sees what the transaction wrote
+            seen.append(store.conversation(cid).title)
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert inside.wait(10)
+        # another thread reads meanwhile, without waiting for the commit, and sees the
+        # last committed state
+        assert [i.content["text"] for i in store.history(cid)] == ["one"]
+        assert store.conversation(cid).title is None
+    finally:
+        release.set()
+        thread.join(10)
+    assert seen == ["changed"]
+    assert store.conversation(cid).title == "changed"  # once committed, every read sees it
+    store.close()
+
+
+def test_the_read_connections_refuse_to_write(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    with pytest.raises(Exception, match="readonly|read-only"), store._session() as db:
+        db.run("CREATE TABLE scratch (x INTEGER)")
+    store.close()

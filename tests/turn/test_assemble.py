@@ -127,3 +127,88 @@ def test_an_imported_empty_user_message_is_never_sent() -> None:
         ("assistant", "Hello! How can I help?", 2), ("user", "Hi.", 3), ("assistant", "Hi!", 4)]
     current = request.segment(SegmentKind.CURRENT)
     assert current is not None and current.messages == ()  # nothing to answer at the head
+
+
+def _u(text: str) -> tuple[ItemKind, dict]:
+    return (ItemKind.USER, {"text": text})
+
+
+def _a(text: str) -> tuple[ItemKind, dict]:
+    return (ItemKind.ASSISTANT, {"text": text})
+
+
+# a branch with every event the view folds: parallel tool calls, an empty imported message,
+# constraints set, edited and withdrawn, and each compaction strategy in turn
+LONG = _items(
+    _u("Plan a trip to Oslo."), _a("Sure."),
+    (ItemKind.CONSTRAINT, {"text": "Answer in French.", "source": "said", "from_seq": 1}),
+    _u("Weather?"),
+    (ItemKind.TOOL_CALL, {"call_id": "t1", "name": "weather", "arguments": {"city": "Oslo"}}),
+    (ItemKind.TOOL_CALL, {"call_id": "t2", "name": "time", "arguments": {"tz": "CET"}}),
+    (ItemKind.TOOL_RESULT, {"call_id": "t1", "output": "4°C, rain", "untrusted": True,
+                            "tool": "weather"}),
+    (ItemKind.TOOL_RESULT, {"call_id": "t2", "output": "14:02"}),
+    _a("Il pleut."), _u(""),
+    (ItemKind.COMPACTION, {"strategy": "clear_tool_results", "cleared": [7], "pinned": [3]}),
+    _u("Hotels?"), _a("Trois hôtels."),
+    (ItemKind.CONSTRAINT, {"text": "Answer in Norwegian.", "source": "user", "replaces": 3}),
+    (ItemKind.CONSTRAINT, {"text": "Be brief.", "source": "user"}),
+    _u("Museums?"), _a("Munch."),
+    (ItemKind.COMPACTION, {"strategy": "window", "through_seq": 12, "pinned": [14, 15]}),
+    (ItemKind.CONSTRAINT_REMOVED, {"constraint_seq": 15}),
+    _u("Food?"), _a("Fisk."),
+    (ItemKind.COMPACTION, {"strategy": "pin", "pinned": [14]}),
+    _u("Trains?"), _a("Bergen line."),
+    (ItemKind.COMPACTION, {"strategy": "summary", "through_seq": 21,
+                           "summary": "Trip to Oslo planned.", "pinned": [14]}),
+    _u("Thanks!"), _a("Bye."), _u("One more thing."),
+)
+
+
+def test_a_branch_assembled_turn_by_turn_equals_its_assembly_from_scratch() -> None:
+    memo = MessageMemo()
+    for end in range(1, len(LONG) + 1):
+        assert assemble(LONG[:end], system="s", memo=memo) == assemble(LONG[:end], system="s"), end
+
+
+def test_interleaved_branches_and_conversations_each_assemble_as_from_scratch() -> None:
+    other = [LONG[:11]]
+    for new in (_u("Or Bergen?"), _a("Bergen aussi."), _u("Trains?")):
+        other.append(other[-1] + [_next(other[-1], new)])
+    fork = LONG[:5] + [_next(LONG[:5], _a("Checking."))]
+    memo = MessageMemo(branches=2)
+    histories = [LONG[:end] for end in range(11, len(LONG) + 1)]
+    for step, history in enumerate(histories):
+        assert assemble(history, memo=memo) == assemble(history)
+        branch = other[min(step, len(other) - 1)]
+        assert assemble(branch, memo=memo) == assemble(branch)
+        assert assemble(fork, memo=memo) == assemble(fork)  # a third branch: evicts, rebuilds
+        assert assemble(HISTORY, memo=memo) == assemble(HISTORY)  # another conversation
+
+
+def _next(history: list[Item], spec: tuple[ItemKind, dict]) -> Item:
+    from threadline.items import next_item
+    return next_item(history, NewItem(*spec))
+
+
+class _Gone:
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError("an item the previous turn folded in was visited again")
+
+
+def test_the_next_turn_folds_in_only_what_was_appended() -> None:
+    memo = MessageMemo()
+    assemble(LONG[:20], memo=memo)
+    # every item but the last one folded in is replaced: only it and the new items are read
+    history = [_Gone()] * 19 + LONG[19:]
+    request = assemble(history, memo=memo)  # type: ignore[arg-type]
+    assert request == assemble(LONG)
+
+
+def test_the_memo_keeps_a_bounded_number_of_items() -> None:
+    memo = MessageMemo(capacity=50)
+    for n in range(10):
+        history = chain_items(f"c_{n}", [NewItem(ItemKind.USER, {"text": f"m{i}"})
+                                         for i in range(20)], created_at=_T)
+        assert assemble(history, memo=memo) == assemble(history)
+    assert memo._shown_items <= 50 and len(memo._shown) <= 3

@@ -147,7 +147,7 @@ def replay(conversations: Iterable[tuple[str | None, Sequence[NewItem]]], *,
                 request = assemble_for(items[:end], item.turn, system)
                 prompt = render_chatml(request)
                 tokens = list(tokenizer.tokenize(prompt))
-                sent = SentRequest("replay", tuple(request.openai_messages()),
+                sent = SentRequest("replay", request.openai_tuple(),
                                    rendering=Rendering.of(prompt, tokens),
                                    history=request.history)
                 t = totals[name]

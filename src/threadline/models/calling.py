@@ -45,7 +45,7 @@ def sent_request(request: Request, outcome: CallOutcome, model_id: str) -> SentR
     carried = getattr(outcome.error, "sent_request", None)
     if isinstance(carried, SentRequest):
         return carried
-    return SentRequest(model=model_id, messages=tuple(request.openai_messages()),
+    return SentRequest(model=model_id, messages=request.openai_tuple(),
                        history=request.history)
 
 

@@ -126,7 +126,7 @@ class LlamaCppModel:
         sampling = self.sampling
         if len(tokens) + sampling.max_tokens > self.n_ctx:
             raise ContextWindowExceeded(len(tokens), self.n_ctx, sampling.max_tokens)
-        sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
+        sent = SentRequest(model=self.model_id, messages=request.openai_tuple(),
                            params={**asdict(sampling), "n_ctx": self.n_ctx},
                            rendering=Rendering.of(prompt, tokens), history=request.history)
         warm = self._warm(tokens)

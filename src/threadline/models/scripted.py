@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from threadline.calls import RenderedPart, Rendering, SentRequest, Usage
@@ -76,9 +77,10 @@ Reply = str | ToolCalls | BaseException
 
 
 def echo_reply(request: Request) -> str:
-    users = [m for m in request.messages if m.role == "user"]
-    last = users[-1].content if users else ""
-    return f"(scripted reply {len(users)}) You said: {' '.join(last.split())[:200]}"
+    messages = request.messages
+    users = list(map(attrgetter("role"), messages)).count("user")
+    last = next((m.content for m in reversed(messages) if m.role == "user"), "")
+    return f"(scripted reply {users}) You said: {' '.join(last.split())[:200]}"
 
 
 class ScriptedModel:
@@ -95,7 +97,7 @@ class ScriptedModel:
         self.token_delay_s = token_delay_s
         # what the "KV cache" holds: the last prompt and the reply's token ids
         self._evaluated: tuple[Rendering, tuple[int, ...]] | None = None
-        self._rendered: tuple[list[Message], tuple[RenderedPart, ...]] = ([], ())
+        self._rendered: tuple[Sequence[Message], tuple[RenderedPart, ...]] = ((), ())
         self.requests: list[Request] = []
 
     def count_tokens(self, text: str) -> int:
@@ -108,7 +110,7 @@ class ScriptedModel:
         watch = Stopwatch()
         self.requests.append(request)
         rendering = self._render(request.messages)
-        sent = SentRequest(model=self.model_id, messages=tuple(request.openai_messages()),
+        sent = SentRequest(model=self.model_id, messages=request.openai_tuple(),
                            rendering=rendering, history=request.history)
         reply = self._queue.popleft() if self._queue else self._default(request)
         if isinstance(reply, BaseException):
@@ -138,7 +140,7 @@ class ScriptedModel:
         return Completion(text=reply, sent=sent, usage=usage, timings=watch.timings(),
                           finish_reason="tool_calls" if calls else "stop", tool_calls=calls)
 
-    def _render(self, messages: list[Message]) -> Rendering:
+    def _render(self, messages: Sequence[Message]) -> Rendering:
         """ChatML, message by message, on top of the previous request's parts: messages it
         shares with the previous request keep their rendered parts (the same objects). Part
         ``i`` renders message ``i`` alone (``per_message``); the last part is the generation

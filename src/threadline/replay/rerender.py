@@ -42,7 +42,7 @@ Rerender = Callable[[Request, SentRequest], Rerendered]
 
 
 def _scripted(request: Request, recorded: SentRequest) -> Rerendered:
-    return Rerendered(SentRequest(model=recorded.model, messages=tuple(request.openai_messages()),
+    return Rerendered(SentRequest(model=recorded.model, messages=request.openai_tuple(),
                                   rendering=scripted_rendering(request.messages)), "bytes")
 
 
@@ -62,7 +62,7 @@ def _openai(request: Request, recorded: SentRequest) -> Rerendered:
 
 
 def _messages_only(request: Request, recorded: SentRequest) -> Rerendered:
-    return Rerendered(SentRequest(model=recorded.model, messages=tuple(request.openai_messages()),
+    return Rerendered(SentRequest(model=recorded.model, messages=request.openai_tuple(),
                                   params=recorded.params), "messages")
 
 

@@ -169,8 +169,8 @@ def create_app(engine: Engine, metrics: Metrics | None = None, *,
                                    on_text=on_text, on_busy=body.on_busy,
                                    user_id=user_id)
 
-        if not body.stream:
-            return run(None).to_json()
+        if not body.stream:  # JSON-native already: FastAPI's encoder would walk it again
+            return JSONResponse(run(None).to_json())
         return StreamingResponse(live_events(run, store, conversation_id, engine.clock),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})

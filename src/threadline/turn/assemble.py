@@ -18,9 +18,13 @@ Anything volatile is in the tail, below every breakpoint, so it never breaks the
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from itertools import islice
 
-from threadline.compaction.view import ContextView, context_view
+from threadline.compaction.constraints import Constraint
+from threadline.compaction.view import ViewFold
 from threadline.items import Item, ItemKind, is_empty_user_message
 from threadline.request import (
     HistoryMark,
@@ -37,16 +41,24 @@ from threadline.turn.tools import untrusted_view
 
 
 class MessageMemo:
-    """Messages already built for log items, reused on later turns.
+    """Messages already built for log items, reused on later turns, and each branch's
+    assembled history carried from one turn to the next.
 
     An item never changes, so the message built for it never does either; reusing the same
     object turn after turn saves rebuilding the history and lets the store compare consecutive
-    requests by identity instead of by content. Bounded: past ``capacity`` it starts over.
+    requests by identity instead of by content. A branch's :class:`Shown` is found again by
+    its last item's chained hash, which commits to every item before it, so the next turn
+    folds in only what was appended since. Bounded: past ``capacity`` messages it starts
+    over; it keeps the ``branches`` most recently assembled histories per conversation.
     """
 
-    def __init__(self, capacity: int = 200_000) -> None:
+    def __init__(self, capacity: int = 200_000, branches: int = 4) -> None:
         self.capacity = capacity
+        self.branches = branches
         self._messages: dict[tuple[str, int, str, bool], Message] = {}
+        self._shown: OrderedDict[str | None, list[Shown]] = OrderedDict()
+        self._shown_items = 0  # items held by every kept Shown, bounded by ``capacity``
+        self._lock = threading.Lock()
 
     def message(self, item: Item, build: Callable[[Item], Message], *,
                 cleared: bool = False) -> Message:
@@ -58,6 +70,67 @@ class MessageMemo:
             found = self._messages[key] = build(item)
         return found
 
+    def shown(self, history: Sequence[Item]) -> Shown:
+        """The history assembled up to its end, from the state of a shorter one that leads
+        it where there is one (claimed, so two threads never extend the same state)."""
+        cid = history[-1].conversation_id if history else None
+        with self._lock:
+            states = self._shown.get(cid, [])
+            state = next((s for s in states if s.leads(history)), None)
+            if state is not None:
+                states.remove(state)
+                self._shown_items -= state.fold.length
+        state = (state or Shown()).extend(history, self)
+        with self._lock:
+            states = self._shown.setdefault(cid, [])
+            self._shown.move_to_end(cid)
+            states.insert(0, state)
+            self._shown_items += state.fold.length
+            for evicted in states[self.branches:]:
+                self._shown_items -= evicted.fold.length
+            del states[self.branches:]
+            while len(self._shown) > 1 and self._shown_items > self.capacity:
+                _, evicted_states = self._shown.popitem(last=False)
+                self._shown_items -= sum(e.fold.length for e in evicted_states)
+        return state
+
+
+class Shown:
+    """A branch's history as the model is shown it: the view's fold and the messages built
+    from it, extended item by item as the branch grows and rebuilt only when a compaction
+    changes what earlier items show."""
+
+    def __init__(self) -> None:
+        self.fold = ViewFold()
+        self.messages: list[Message] = []  # for the fold's shown items, empty user ones left out
+        self.built = 0                     # fold.shown items turned into messages
+        self.epoch = 0
+        self.ends_with_user = False        # the last message is a user message: the current one
+
+    def leads(self, history: Sequence[Item]) -> bool:
+        """Whether the items folded in are the leading items of ``history``."""
+        n, last = self.fold.length, self.fold.last
+        if last is None or n > len(history):
+            return False
+        found = history[n - 1]
+        return found is last or (found.seq == last.seq and found.hash == last.hash
+                                 and found.conversation_id == last.conversation_id)
+
+    def extend(self, history: Sequence[Item], memo: MessageMemo | None) -> Shown:
+        fold = self.fold
+        fold.extend(history[fold.length:])
+        if fold.epoch != self.epoch:  # a compaction cut or cleared earlier items: rebuild
+            self.messages, self.built, self.epoch = [], 0, fold.epoch
+            self.ends_with_user = False
+        cleared = fold.cleared_in_view()
+        for item in fold.shown[self.built:]:
+            # an imported transcript's empty user message stays in the log, but is never sent
+            if not is_empty_user_message(item):
+                _append(self.messages, item, cleared, memo)
+                self.ends_with_user = item.kind is ItemKind.USER
+        self.built = len(fold.shown)
+        return self
+
 
 def assemble(history: Sequence[Item], *, system: str | None = None,
              tools: Sequence[ToolSpec] = (), pinned: Sequence[str] = (),
@@ -68,17 +141,18 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
     the pinned constraints; ``tail`` is what the context providers show for the turn (after
     any constraint set or withdrawn since the last compaction). ``memo`` only saves work: the
     request is the same without it."""
-    view = context_view(history)
-    # an imported transcript's empty user message stays in the log, but is never sent
-    shown = [item for item in view.items if not is_empty_user_message(item)]
-    current: list[Item] = []
-    if shown and shown[-1].kind is ItemKind.USER:
-        shown, current = shown[:-1], shown[-1:]
-    rules = [c.text for c in view.pinned] + list(pinned)
-    tail = _constraint_changes(view) + list(tail)
+    shown = (memo.shown(history) if memo is not None and history
+             else Shown().extend(history, memo))
+    fold = shown.fold
+    pinned_rules = fold.pinned()
+    messages = shown.messages
+    current = messages[-1:] if shown.ends_with_user else []
+    rules = [c.text for c in pinned_rules] + list(pinned)
+    tail = _constraint_changes(fold.added(pinned_rules), fold.withdrawn(pinned_rules)) \
+        + list(tail)
     tail_messages = (Message("user", "\n\n".join(f"[{b.label}]\n{b.text}" for b in tail)),) \
         if tail else ()
-    summary = () if view.summary is None else (_summary_message(view.summary, memo),)
+    summary = () if fold.summary is None else (_summary_message(fold.summary, memo),)
     above = (
         Segment(SegmentKind.TOOLS, Stability.DEPLOY, cache_point=bool(tools)),
         Segment(SegmentKind.SYSTEM, Stability.DEPLOY,
@@ -90,33 +164,34 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
                 tuple(Message("system", text) for text in static), cache_point=True),
         Segment(SegmentKind.SUMMARY, Stability.CONVERSATION, summary),
     )
-    history_messages = _messages(shown, view.cleared, memo)
+    history_messages = tuple(islice(messages, len(messages) - len(current)))  # one copy
     return Request(
         tools=tuple(sorted(tools, key=lambda t: t.name)),
         segments=above + (
             Segment(SegmentKind.HISTORY, Stability.CONVERSATION, history_messages,
                     cache_point=True),
             Segment(SegmentKind.CURRENT, Stability.TURN,
-                    tail_messages + _messages(current, view.cleared, memo)),
+                    tail_messages + tuple(current)),
         ),
-        compaction_seq=None if view.compaction is None else view.compaction.seq,
+        compaction_seq=None if fold.newest is None else fold.newest.seq,
         cache_key=cache_key,
-        history=HistoryMark(history[0].conversation_id if history else None,
+        history=HistoryMark(history[-1].conversation_id if history else None,
                             sum(len(s.messages) for s in above), history_messages,
-                            None if view.compaction is None else view.compaction.hash),
+                            None if fold.newest is None else fold.newest.hash),
     )
 
 
-def _constraint_changes(view: ContextView) -> list[TailBlock]:
+def _constraint_changes(added: Sequence[Constraint],
+                        withdrawn: Sequence[Constraint]) -> list[TailBlock]:
     """Constraints set or withdrawn since the last compaction: in the tail until the next one
     pins them, so a change never resets the cached prefix by itself."""
     blocks = []
-    if view.added:
+    if added:
         blocks.append(TailBlock("standing instructions, in force from now on",
-                                "\n".join(f"- {c.text}" for c in view.added)))
-    if view.withdrawn:
+                                "\n".join(f"- {c.text}" for c in added)))
+    if withdrawn:
         blocks.append(TailBlock("no longer in force, ignore",
-                                "\n".join(f"- {c.text}" for c in view.withdrawn)))
+                                "\n".join(f"- {c.text}" for c in withdrawn)))
     return blocks
 
 
@@ -158,24 +233,22 @@ def _cleared(item: Item) -> Message:
                    item_kind=item.kind, item_hash=item.hash)
 
 
-def _messages(items: Sequence[Item], cleared: frozenset[int],
-              memo: MessageMemo | None) -> tuple[Message, ...]:
-    out: list[Message] = []
-    for item in items:
-        if item.kind is ItemKind.TOOL_CALL:
-            call = ToolCallRef(item.content["call_id"], item.content["name"],
-                               item.content["arguments"])
-            previous = out[-1] if out else None
-            if previous is not None and previous.role == "assistant" and previous.tool_calls:
-                # parallel calls from one model response travel in one message
-                out[-1] = Message("assistant", previous.content, previous.seq,
-                                  previous.tool_calls + (call,), item_kind=item.kind,
-                                  item_hash=item.hash)
-            else:
-                out.append(Message("assistant", item.content.get("text", ""), item.seq, (call,),
-                                   item_kind=item.kind, item_hash=item.hash))
-            continue
-        gone = item.seq in cleared
-        build = _cleared if gone else _message
-        out.append(build(item) if memo is None else memo.message(item, build, cleared=gone))
-    return tuple(out)
+def _append(out: list[Message], item: Item, cleared: frozenset[int],
+            memo: MessageMemo | None) -> None:
+    """Add the message ``item`` becomes to ``out``: parallel tool calls from one model response
+    travel in one message, so a tool call may replace the last one instead."""
+    if item.kind is ItemKind.TOOL_CALL:
+        call = ToolCallRef(item.content["call_id"], item.content["name"],
+                           item.content["arguments"])
+        previous = out[-1] if out else None
+        if previous is not None and previous.role == "assistant" and previous.tool_calls:
+            out[-1] = Message("assistant", previous.content, previous.seq,
+                              previous.tool_calls + (call,), item_kind=item.kind,
+                              item_hash=item.hash)
+        else:
+            out.append(Message("assistant", item.content.get("text", ""), item.seq, (call,),
+                               item_kind=item.kind, item_hash=item.hash))
+        return
+    gone = item.seq in cleared
+    build = _cleared if gone else _message
+    out.append(build(item) if memo is None else memo.message(item, build, cleared=gone))

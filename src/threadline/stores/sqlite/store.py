@@ -1,8 +1,11 @@
 """The embedded default store: one SQLite file in WAL mode.
 
-One connection per store, serialised by a lock; every commit is one ``BEGIN IMMEDIATE``
+One connection writes, serialised by a lock; every commit is one ``BEGIN IMMEDIATE``
 transaction, so concurrent writers (threads or processes) queue on SQLite's write lock and the
-version check inside the transaction sees the latest head. The log itself is
+version check inside the transaction sees the latest head. Reads go through a pool of read
+connections, so they never wait behind a commit's fsync (WAL readers see the last commit and
+block no writer); a read inside a thread's own transaction uses its connection, so it sees
+what the transaction wrote. The log itself is
 :class:`~threadline.stores.relational.RelationalStore`; memory and corpora search with FTS5
 (``fulltext.py``).
 """
@@ -14,6 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,11 @@ class SQLiteStore(RelationalStore):
         self.path = str(file)
         self.durability = durability
         self._lock = threading.RLock()
+        self._writing = threading.local()   # .depth: this thread's open transactions
+        self._idle_readers: list[sqlite3.Connection] = []
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._busy_timeout_s = busy_timeout_s
         check_file(file)
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
@@ -78,8 +87,26 @@ class SQLiteStore(RelationalStore):
         return conn, version
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._readers_lock:
+            for reader in self._readers:
+                reader.close()
             self._conn.close()
+
+    def _reader(self) -> sqlite3.Connection:
+        try:
+            return self._idle_readers.pop()
+        except IndexError:
+            pass
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                   timeout=self._busy_timeout_s)
+            conn.execute("PRAGMA query_only = ON")  # the write path is the other connection
+            conn.execute("PRAGMA cache_size = -16384")
+        except sqlite3.OperationalError as err:
+            raise _store_error(self.path, err) from err
+        with self._readers_lock:  # not the write lock: a commit may hold that
+            self._readers.append(conn)
+        return conn
 
     def _prepare_corpora(self) -> None:
         with self._transaction() as db:
@@ -94,6 +121,7 @@ class SQLiteStore(RelationalStore):
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as err:
                 raise _store_error(self.path, err) from err
+            self._writing.depth = getattr(self._writing, "depth", 0) + 1
             try:
                 yield self._execute
                 self._execute("COMMIT")
@@ -101,15 +129,28 @@ class SQLiteStore(RelationalStore):
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._writing.depth -= 1
 
     @contextmanager
     def _connect(self) -> Iterator[Execute]:
-        with self._lock:
-            yield self._execute
+        if getattr(self._writing, "depth", 0):  # inside this thread's transaction: its view
+            with self._lock:
+                yield self._execute
+            return
+        reader = self._reader()
+        try:
+            yield partial(self._execute_on, reader)
+        finally:
+            self._idle_readers.append(reader)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self._execute_on(self._conn, sql, params)
+
+    def _execute_on(self, conn: sqlite3.Connection, sql: str,
+                    params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
-            return self._conn.execute(sql, params)
+            return conn.execute(sql, params)
         except sqlite3.OperationalError as err:
             raise _store_error(self.path, err) from err
 
