@@ -321,3 +321,27 @@ def test_a_resent_history_is_matched_only_among_the_callers_conversations(
     assert [i.text for i in world.store.history(world.ann_cid)] == before
     anns = world.client.post("/v1/chat/completions", json=body, headers=bearer(world.ann))
     assert anns.json()["threadline"]["conversation_id"] == world.ann_cid  # hers continues
+
+
+def test_the_guard_looks_up_tokens_in_place_only_where_reads_wait_on_nothing(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's reads never wait behind a commit, so the guard reads there without a thread
+    hop; PostgreSQL's go over the network, so they stay off the event loop."""
+    import threadline.server.access as access_module
+
+    hops: list[object] = []
+
+    async def counting(func: Callable[..., Any], *args: Any) -> Any:
+        hops.append(func)
+        return func(*args)
+
+    monkeypatch.setattr(access_module, "run_in_threadpool", counting)
+    secret = new_token(store.tokens, None)
+    with TestClient(create_app(Engine(store, ScriptedModel()))) as client:
+        assert client.get("/v1/conversations", headers=bearer(secret)).status_code == 200
+        assert client.get("/v1/conversations").status_code == 401
+    from threadline.stores.sqlite import SQLiteStore
+
+    in_place = isinstance(store, SQLiteStore)
+    assert store.tokens.in_place == in_place
+    assert len(hops) == (0 if in_place else 2)

@@ -282,7 +282,7 @@ def test_a_message_sent_with_a_user_recalls_their_memory(store: Store) -> None:
     bad = client.post(f"/v1/conversations/{cid}/messages",
                       json={"text": "Any snack without peanuts?", "user_id": " ann"})
     assert bad.status_code == 400 and "invalid user id" in bad.json()["error"]["message"]
-    assert store.history(cid) == []  # refused before anything was written
+    assert list(store.history(cid)) == []  # refused before anything was written
     sent = client.post(f"/v1/conversations/{cid}/messages",
                        json={"text": "Which snack is fine, allergic to peanuts?",
                              "user_id": "ann"})

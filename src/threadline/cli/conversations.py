@@ -3,6 +3,8 @@ live in ``cli/compaction.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import click
 
 from threadline.cli._common import (
@@ -72,7 +74,7 @@ def show(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> None
 
 
 def _show(conversation: Conversation, branch: str, branches: list[Branch],
-          items: list[Item]) -> None:
+          items: Sequence[Item]) -> None:
     click.echo(f"conversation {conversation.id} · created {format_time(conversation.created_at)}")
     if conversation.system:
         click.echo(f"system: {one_line(conversation.system)}")

@@ -35,9 +35,9 @@ class Histories:
 
     def __init__(self, host: Host) -> None:
         self.host = host
-        self._read: dict[tuple[str, str], list[Item]] = {}
+        self._read: dict[tuple[str, str], Sequence[Item]] = {}
 
-    def at(self, call: ModelCall) -> list[Item]:
+    def at(self, call: ModelCall) -> Sequence[Item]:
         """The branch's items up to the call's head (seq ``head_seq``), inclusive."""
         key = (call.conversation_id, call.branch)
         if key not in self._read:

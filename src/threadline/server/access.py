@@ -155,6 +155,7 @@ class TokenGuard:
 
     def __init__(self, app: App, tokens: TokenBackend | None, required: bool) -> None:
         self.app, self.tokens, self.required = app, tokens, required
+        self.in_place = tokens is None or tokens.in_place
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _route_path(scope) in PUBLIC_PATHS:
@@ -166,8 +167,10 @@ class TokenGuard:
         if header is None and browser:
             secret = _cookie(scope, SESSION_COOKIE)
             header = None if secret is None else f"Bearer {secret}"
-        try:  # the store is synchronous: look up away from the event loop
-            found = await run_in_threadpool(self.authenticate, header)
+        try:  # the store is synchronous: look up away from the event loop, unless it
+            # reads in place (a local read that waits on nothing)
+            found = self.authenticate(header) if self.in_place \
+                else await run_in_threadpool(self.authenticate, header)
         except StoreError as err:  # the database is unreachable: as every route says it
             await JSONResponse(status_code=503, content=error_body(err))(scope, receive, send)
             return

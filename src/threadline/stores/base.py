@@ -184,7 +184,7 @@ class Store(Protocol):
         """The newest item on a branch (for a fresh fork, the item it grows from)."""
         ...
 
-    def history(self, conversation_id: str, branch: str = MAIN) -> list[Item]:
+    def history(self, conversation_id: str, branch: str = MAIN) -> Sequence[Item]:
         """Every item on a branch, root first, including what it inherited from its parents."""
         ...
 

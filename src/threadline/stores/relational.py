@@ -105,6 +105,8 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
     LOCK_CONVERSATION: ClassVar[str | None]
     INTEGRITY_ERRORS: ClassVar[tuple[type[Exception], ...]]
     FULL_TEXT: ClassVar[FullText]      # the database's full-text search, for memory and corpora
+    # a read outside a transaction is a local read that waits on no writer (TokenBackend)
+    READS_IN_PLACE: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._cache_lock = threading.Lock()
@@ -117,7 +119,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         self._database = Database(self._transaction, self._reading, self.INTEGRITY_ERRORS)
         self._memory = SQLMemory(self._database, self.FULL_TEXT)
         self._corpora: SQLCorpora | None = None
-        self._tokens = SQLTokens(self._database)
+        self._tokens = SQLTokens(self._database, in_place=self.READS_IN_PLACE)
         self._responses = SQLResponses(self._database)
         self._audit = SQLAudit(self._database, self.CALL_ORDER)
         self._browse = SQLBrowse(self._database, self.CALL_ORDER)
@@ -504,7 +506,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
                 self._lineages[key] = lineage
         return lineage
 
-    def history(self, conversation_id: str, branch: str = MAIN) -> list[Item]:
+    def history(self, conversation_id: str, branch: str = MAIN) -> Sequence[Item]:
         """Read incrementally: items never change and seqs commit in order (a commit holds its
         conversation), so what this handle read before is still the branch's prefix and only
         items after it are fetched, from whichever replica wrote them."""
@@ -524,10 +526,11 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
                                              (conversation_id,)) is None:
                 self._forget(conversation_id)  # deleted through another handle
                 raise UnknownConversation(conversation_id)
-        items = (*known, *map(item_from_row, rows))
-        if rows:
-            self._remember_history(key, items)
-        return list(items)
+        if not rows:
+            return known  # shared, immutable: a long history is not copied per read
+        items = known + tuple(map(item_from_row, rows))
+        self._remember_history(key, items)
+        return items
 
     def _remember_history(self, key: tuple[str, str], items: tuple[Item, ...]) -> None:
         with self._cache_lock:

@@ -69,6 +69,10 @@ class TokenBackend(Protocol):
     """Bearer tokens in the log's database. Every method either completes or changes
     nothing."""
 
+    # lookups (find, any_active) are local reads that wait on no writer and no network: the
+    # service's event loop makes them itself instead of handing each request to a thread
+    in_place: bool
+
     def add(self, token: ApiToken, secret_hash: str) -> None:
         """Keep a new token under the hash of its secret."""
         ...

@@ -17,8 +17,9 @@ _COLUMNS = "id, role, user_id, name, created_at, revoked_at"
 
 
 class SQLTokens:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, in_place: bool = False) -> None:
         self._db = db
+        self.in_place = in_place
 
     def add(self, token: ApiToken, secret_hash: str) -> None:
         revoked = None if token.revoked_at is None else format_time(token.revoked_at)

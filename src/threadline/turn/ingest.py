@@ -26,7 +26,7 @@ class Ingested:
     context: tuple[Item, ...] = ()  # what the turn's providers found, recorded after it
 
 
-def turn_reply(history: list[Item], message: Item) -> Item | None:
+def turn_reply(history: Sequence[Item], message: Item) -> Item | None:
     """The reply that answered ``message``: the final assistant reply of its turn or, where
     that turn never got one (its holder crashed, or its call failed) and later messages
     followed, the reply of the first later turn that completed, made with it in view."""

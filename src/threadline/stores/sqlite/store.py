@@ -38,6 +38,7 @@ class SQLiteStore(RelationalStore):
     LOCK_CONVERSATION = None  # BEGIN IMMEDIATE already holds the whole database
     INTEGRITY_ERRORS = (sqlite3.IntegrityError,)
     FULL_TEXT = FTS5
+    READS_IN_PLACE = True  # WAL readers on their own connections: no commit holds them up
 
     def __init__(self, path: str | os.PathLike[str], *,
                  durability: Durability = Durability.FULL, busy_timeout_s: float = 30.0) -> None:
