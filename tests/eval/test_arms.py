@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from threadline.errors import InputError
 from threadline.eval.multiturn.arms import (
     BaseArm,
     CompactionArm,
@@ -147,3 +148,8 @@ def test_an_arm_records_its_kind_version_and_parameters() -> None:
         "params": {"budget": 300, "target": None, "summarize": True},
         "conditions": ["sharded"]}
     assert arm.policy().hard_limit == 300 and arm.policy().low_water == 150
+
+
+def test_an_arm_refuses_a_parameter_its_kind_does_not_have() -> None:
+    with pytest.raises(InputError, match="a goal arm has no parameter 'budget'"):
+        GoalArm(budget=3)

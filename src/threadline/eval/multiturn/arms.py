@@ -62,7 +62,6 @@ class Param:
     type: type
     default: Any
     minimum: int | None = None
-    help: str = ""
 
 
 class BaseArm:
@@ -113,10 +112,9 @@ class CompactionArm(BaseArm):
     summary = "Engine with compaction.Compaction: past `budget` tokens, compact down to " \
               "`target` before the call (always applied, as at a context limit)"
     params = {
-        "budget": Param(int, 1024, 64, "compact when the request would pass this many tokens"),
-        "target": Param(int, None, 1, "tokens to compact down to (default: half the budget)"),
-        "summarize": Param(bool, True, None, "the turns that leave are summarised (false: "
-                                             "they are dropped, a bare window)"),
+        "budget": Param(int, 1024, 64),   # compact when the request would pass it (tokens)
+        "target": Param(int, None, 1),    # … down to this (default: half the budget)
+        "summarize": Param(bool, True),   # the turns that leave are summarised, or dropped
     }
 
     @classmethod
@@ -159,7 +157,7 @@ class GoalArm(BaseArm):
     kind = "goal"
     summary = "Engine with a goal provider: the first user message restated in the tail on " \
               "turns 1 + N, 1 + 2N, …"
-    params = {"every": Param(int, 2, 1, "restate the goal every N turns")}
+    params = {"every": Param(int, 2, 1)}  # restate the goal every N turns
 
     def providers(self, turns: int) -> list[ContextProvider]:
         return [Goal(self.values["every"])]
