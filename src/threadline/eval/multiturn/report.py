@@ -58,7 +58,9 @@ def build_report(run: Run, *, progress: Callable[[int], None] | None = None) -> 
         groups[(trial.condition, trial.arm)].append(entry)
         groups[(trial.condition, trial.arm, trial.task_kind)].append(entry)
     order = {c: i for i, c in enumerate(manifest["conditions"])}
-    keys = sorted(groups, key=lambda key: (len(key), order.get(key[0], 99), key[1:]))
+    arms = {a["name"]: i for i, a in enumerate(manifest.get("arms", []))}  # as configured
+    keys = sorted(groups, key=lambda key: (len(key), order.get(key[0], 99),
+                                           arms.get(key[1], 99), key[1:]))
     base = baseline(manifest)
     opts = {"k": manifest["k"], "seed": manifest["seed"], "settings": settings}
     return {
