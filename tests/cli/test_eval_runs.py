@@ -78,6 +78,76 @@ def test_a_run_records_every_turn_and_reports(tl: Invoke, home: Path, tmp_path: 
     assert "sharded" in tl("eval", "report", str(run_dir)).out
 
 
+ARMS = """[run]
+tasks = "{tasks}"
+k = 3
+conditions = ["full", "sharded"]
+arms = ["plain", "compaction", "working-state", "recap", "goal", "tight"]
+[model]
+backend = "scripted"
+[metrics]
+bootstrap = 200
+[arms.compaction]
+conditions = ["sharded"]
+[arms.working-state]
+conditions = ["sharded"]
+[arms.recap]
+conditions = ["sharded"]
+[arms.goal]
+every = 1
+conditions = ["sharded"]
+[arms.tight]
+kind = "compaction"
+budget = 64
+target = 32
+conditions = ["sharded"]
+"""
+
+
+def test_arms_run_paired_against_plain_and_report_their_reuse(
+        tl: Invoke, home: Path, tmp_path: Path, smart: None) -> None:
+    config = tmp_path / "arms.toml"
+    config.write_text(ARMS.format(tasks=TASKS))
+    done = tl("eval", "run", str(config), "--id", "arms", "--json")
+    assert done.code == 0, done.err
+    report = done.json()
+    # plain under both conditions, every other arm under SHARDED only: 3 tasks × 3 trials
+    assert report["trials"] == 3 * 3 * (2 + 5) and report["errors"] == 0
+    manifest = json.loads((home / "eval" / "arms" / "run.json").read_text())
+    recorded = {a["name"]: a for a in manifest["arms"]}
+    assert recorded["tight"]["kind"] == "compaction" and recorded["tight"]["params"] == {
+        "budget": 64, "target": 32, "summarize": True}
+    assert recorded["goal"] | {"engine": ""} == {
+        "name": "goal", "kind": "goal", "version": "1", "params": {"every": 1},
+        "conditions": ["sharded"], "engine": ""}
+    assert recorded["plain"]["conditions"] == ["full", "sharded"]
+    groups = {(g["condition"], g["arm"], g["kind"]): g for g in report["groups"]}
+    assert ("full", "recap", "all") not in groups
+    for arm in recorded:
+        group = groups[("sharded", arm, "all")]
+        assert group["tokens"]["reuse_ratio"] is not None
+        assert group["prefix"]["unexpected"] == 0, (arm, group["prefix"])
+    assert "compaction_reset" in groups[("sharded", "tight", "all")]["prefix"]["causes"]
+    assert "tail_replaced" in groups[("sharded", "working-state", "all")]["prefix"]["causes"]
+    assert set(groups[("sharded", "plain", "all")]["prefix"]["causes"]) == {
+        "append_only", "first_call"}
+    assert report["baseline"] == "plain"
+    pairs = {(p["arm"], p["kind"]): p for p in report["paired"]}
+    assert {arm for arm, kind in pairs if kind == "all"} == set(recorded) - {"plain"}
+    recap = pairs[("recap", "all")]
+    assert recap["condition"] == "sharded" and recap["baseline"] == "plain"
+    assert recap["tasks"] == 3 and set(recap["delta"]) == {"P", "A90", "U90-10", "pass^1",
+                                                           "pass^3"}
+    assert recap["baseline_reuse_ratio"] == groups[("sharded", "plain", "all")]["tokens"][
+        "reuse_ratio"]
+    # the scripted model answers once it has every shard, with or without an arm
+    assert recap["delta"]["P"] == {"value": 0.0, "low": 0.0, "high": 0.0}
+    text = (home / "eval" / "arms" / "tables.txt").read_text()
+    assert "each arm against plain" in text and "working-state" in text
+    again = tl("eval", "rescore", "arms", "--json")
+    assert again.code == 0 and again.json()["identical"] is True
+
+
 def test_rescore_makes_no_model_call_and_comes_out_identical(
         tl: Invoke, tmp_path: Path, smart: None, monkeypatch: pytest.MonkeyPatch) -> None:
     assert tl("eval", "run", str(_config(tmp_path)), "--id", "r").code == 0
@@ -111,12 +181,36 @@ def test_a_run_is_reproducible_from_its_config(tl: Invoke, home: Path, tmp_path:
     assert trials("one") == trials("two")
 
 
+RUN = '[run]\ntasks = "{tasks}"\n'
+
+
+def arm(name: str, table: str) -> str:
+    return RUN + f'conditions = ["full", "sharded"]\narms = ["{name}"]\n[arms.{name}]\n' \
+        f"{table}\n"
+
+
 @pytest.mark.parametrize(("config", "message"), [
     ("[run]\nk = 3\n", "run.tasks is missing"),
     ('[run]\ntasks = "nowhere.json"\n', "which is not a file"),
     ("[run]\ntasks = \"{tasks}\"\nk = 0\n", "run.k must be at least 1"),
     ("[run]\ntasks = \"{tasks}\"\nconditions = [\"chatty\"]\n", "names 'chatty'"),
-    ("[run]\ntasks = \"{tasks}\"\narms = [\"compaction\"]\n", "choose from plain"),
+    (RUN + 'arms = ["chatty"]\n', "names 'chatty'; choose from plain, compaction"),
+    (RUN + 'arms = ["a b"]\n', "an arm's name is letters"),
+    (RUN + 'arms = []\n', "run.arms must be a non-empty list"),
+    (arm("compaction", 'budget = "big"'), "arms.compaction.budget must be a int, not 'big'"),
+    (arm("compaction", "budget = 10"), "arms.compaction.budget must be at least 64, not 10"),
+    (arm("compaction", "budget = 500\ntarget = 500"),
+     "arms.compaction.target must be below the budget (500), not 500"),
+    (arm("compaction", "summarize = 1"), "arms.compaction.summarize must be a bool"),
+    (arm("goal", "every = 0"), "arms.goal.every must be at least 1, not 0"),
+    (arm("goal", "every = true"), "arms.goal.every must be a int"),
+    (arm("goal", "often = 2"),
+     "arms.goal.often is not a parameter of a goal arm; its keys are conditions, every, kind"),
+    (arm("tight", 'kind = "zip"'), "arms.tight.kind names 'zip'; choose from plain"),
+    (arm("recap", 'conditions = ["snowball"]'), "names 'snowball', which the run does not run"),
+    (arm("recap", "conditions = []"), "arms.recap.conditions must be a non-empty list"),
+    (RUN + 'arms = ["plain"]\n[arms.recap]\n', "[arms.recap] gives parameters to an arm"),
+    (RUN + 'arms = ["recap"]\n[arms]\nrecap = 3\n', "arms.recap must be a table"),
     ("[run]\ntasks = \"{tasks}\"\ncolour = 1\n", "run.colour is not a key"),
     ("[run]\ntasks = \"{tasks}\"\n[modle]\n", "[modle] is not a section"),
     ("[run]\ntasks = \"{tasks}\"\n[model]\nbackend = \"gpt\"\n", "model.backend names 'gpt'"),

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from threadline.eval.multiturn.metrics import by_turn, pass_hat_k, statistics, summarize
+from threadline.eval.multiturn.metrics import by_turn, paired, pass_hat_k, statistics, summarize
 
 
 def test_pass_hat_k_is_the_unbiased_estimator() -> None:
@@ -49,3 +49,22 @@ def test_intervals_are_seeded_and_bracket_the_value() -> None:
 def test_score_by_turn_counts_a_stopped_trial_as_correct_from_its_turn() -> None:
     curve = by_turn([1, 3, None, 2], 3, seed=0, resamples=200, confidence=0.9, name="c")
     assert [point["value"] for point in curve] == [0.25, 0.5, 0.75]
+
+
+def test_a_paired_difference_resamples_both_arms_together() -> None:
+    opts = {"ks": [1, 5], "seed": 3, "resamples": 500, "confidence": 0.95}
+    base = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]], dtype=np.float64)
+    same = paired(base, base, **opts, name="x")
+    assert all((e.value, e.low, e.high) == (0.0, 0.0, 0.0) for e in same.values())
+    # an arm one trial better on two of the three tasks, worse on none: P up by 2/15
+    better = base.copy()
+    better[0, 0] = better[2, 0] = 1.0
+    delta = paired(better, base, **opts, name="x")
+    assert math.isclose(delta["P"].value, 2 / 15)
+    ours, theirs = statistics(better, [1, 5]), statistics(base, [1, 5])
+    for key in ("A90", "U90-10", "pass^5"):
+        assert math.isclose(delta[key].value, float(ours[key] - theirs[key]))
+    assert delta["P"].low >= 0.0  # never worse in any draw of the same tasks and trials
+    unpaired = summarize(better, **opts, name="x")["P"]
+    assert delta["P"].high - delta["P"].low < unpaired.high - unpaired.low
+    assert paired(better, base, **opts, name="x") == delta  # the same every time

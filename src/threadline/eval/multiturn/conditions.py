@@ -66,3 +66,10 @@ def user_turns(condition: Condition, task: Task, simulator: UserSimulator,
         yield UserTurn(text, "shard", (shard.id,), words.fallback)
     if condition is Condition.RECAP:
         yield UserTurn(RECAP.format(task=task.concat()), "recap", ())
+
+
+def turn_count(condition: Condition, task: Task) -> int:
+    """How many user turns ``condition`` sends for ``task`` when no answer stops it early."""
+    if condition in (Condition.FULL, Condition.CONCAT):
+        return 1
+    return len(task.shards) + (condition is Condition.RECAP)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from threadline.cache.pricing import profile
 from threadline.errors import InputError
-from threadline.eval.multiturn.arms import ARMS
+from threadline.eval.multiturn.arms import KINDS, BaseArm, arm_from_config
 from threadline.eval.multiturn.backends import BACKENDS, ModelConfig
 from threadline.eval.multiturn.conditions import Condition
 from threadline.eval.multiturn.simulators import ModelSimulator, ShardRevealer
@@ -41,7 +41,7 @@ class RunConfig:
     ids: tuple[str, ...] = ()
     limit: int | None = None          # tasks of each kind, the first N in the file
     conditions: tuple[Condition, ...] = (Condition.FULL, Condition.CONCAT, Condition.SHARDED)
-    arms: tuple[str, ...] = ("plain",)
+    arms: tuple[BaseArm, ...] = field(default_factory=lambda: (KINDS["plain"](),))
     k: int = 10                       # trials per task, condition and arm
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -60,13 +60,14 @@ class RunConfig:
         return "b2:" + hashlib.blake2b(self.text.encode("utf-8"), digest_size=16).hexdigest()
 
 
-_SECTIONS = {
+_SECTIONS: dict[str, set[str] | None] = {
     "run": {"id", "tasks", "kinds", "ids", "limit", "conditions", "arms", "k", "seed"},
     "model": {"backend", "reply_tokens", "temperature"},
     "simulator": {"kind", "version", "backend"},
     "judge": {"kind", "version"},
     "pricing": {"profile", "input_price", "output_price"},
     "metrics": {"bootstrap", "confidence"},
+    "arms": None,  # a table per arm, named by run.arms (checked by arms.arm_from_config)
 }
 
 
@@ -93,10 +94,11 @@ def parse_config(data: Mapping[str, Any], *, base: Path, text: str = "",
                                       f"{', '.join(_SECTIONS)}")
         if not isinstance(value, dict):
             raise bad(f"[{section}]", "must be a table")
-        unknown = sorted(set(value) - _SECTIONS[section])
+        keys = _SECTIONS[section]
+        unknown = sorted(set(value) - keys) if keys is not None else []
         if unknown:
             raise bad(f"{section}.{unknown[0]}", f"is not a key of [{section}]; its keys are "
-                                                 f"{', '.join(sorted(_SECTIONS[section]))}")
+                                                 f"{', '.join(sorted(keys or ()))}")
     run = data.get("run", {})
     model, sim = data.get("model", {}), data.get("simulator", {})
     judge, pricing, metrics = data.get("judge", {}), data.get("pricing", {}), \
@@ -178,15 +180,33 @@ def parse_config(data: Mapping[str, Any], *, base: Path, text: str = "",
     ids = get(run, "run", "ids", list, [])
     if not all(isinstance(i, str) for i in ids):
         raise bad("run.ids", "must be a list of task ids")
+    conditions = tuple(Condition(c) for c in names(
+        "run", "conditions", run, [c.value for c in Condition], ("full", "concat", "sharded")))
     return RunConfig(
         tasks=tasks, kinds=names("run", "kinds", run, GRADED, GRADED), ids=tuple(ids),
-        limit=limit,
-        conditions=tuple(Condition(c) for c in names(
-            "run", "conditions", run, [c.value for c in Condition],
-            ("full", "concat", "sharded"))),
-        arms=names("run", "arms", run, list(ARMS), ("plain",)), k=k,
+        limit=limit, conditions=conditions, arms=arms(run, data.get("arms", {}), conditions,
+                                                      get, bad), k=k,
         seed=get(run, "run", "seed", int, 0),
         model=ModelConfig(backend, reply_tokens, temperature),
         simulator=SimulatorConfig(kind, version, sim_backend), judge=judge_kind,
         price_profile=price_profile, input_price=prices[0], output_price=prices[1],
         bootstrap=bootstrap, confidence=confidence, run_id=run_id, text=text)
+
+
+def arms(run: Mapping[str, Any], tables: Mapping[str, Any], conditions: tuple[Condition, ...],
+         get: Callable[..., Any], bad: Callable[[str, str], InputError]) -> tuple[BaseArm, ...]:
+    """The arms ``run.arms`` names, each with its ``[arms.NAME]`` table; a table no arm
+    uses is a mistake too (a misspelt name would otherwise run with the defaults)."""
+    named = get(run, "run", "arms", list, None)
+    if named is None:
+        named = ["plain"]
+    if not named or not all(isinstance(v, str) for v in named):
+        raise bad("run.arms", "must be a non-empty list of names")
+    named = list(dict.fromkeys(named))
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise bad(f"arms.{name}", "must be a table of the arm's parameters")
+        if name not in named:
+            raise bad(f"[arms.{name}]", f"gives parameters to an arm run.arms does not name "
+                                        f"(it names {', '.join(named)})")
+    return tuple(arm_from_config(name, tables.get(name), conditions, bad) for name in named)

@@ -13,8 +13,10 @@ Scores form a matrix: one row per task, one column per trial (k of them), each i
 Percentiles interpolate linearly between the sorted scores (numpy's default), as the paper's
 are computed over simulations. Intervals come from a two-level bootstrap: tasks resampled
 with replacement, then each drawn task's trials resampled, the statistic recomputed on each
-resample, and the central ``confidence`` share of the resampled values kept. The generator
-is seeded from the run's seed and the metric's name, so a report is the same every time.
+resample, and the central ``confidence`` share of the resampled values kept. An arm against
+its baseline (``paired``) resamples both with the same draws and keeps the difference. The
+generator is seeded from the run's seed and the metric's name, so a report is the same every
+time.
 """
 
 from __future__ import annotations
@@ -84,6 +86,22 @@ def summarize(scores: Array, *, ks: Sequence[int], seed: int, resamples: int,
     resampled = statistics(scores[rows[..., None], columns], ks)
     return {key: Estimate(float(point[key]), *interval(resampled[key], confidence))
             for key in point}
+
+
+def paired(scores: Array, baseline: Array, *, ks: Sequence[int], seed: int, resamples: int,
+           confidence: float, name: str = "") -> dict[str, Estimate]:
+    """Each metric of ``scores`` minus the same metric of ``baseline``: two matrices of the
+    same tasks (rows) and trials (columns, trial *i* sharing its seed), resampled together
+    (the same tasks and trials drawn for both), so the interval is the paired one."""
+    tasks, trials = scores.shape
+    ours, theirs = statistics(scores, ks), statistics(baseline, ks)
+    rng = generator(seed, "paired", name)
+    rows = rng.integers(tasks, size=(resamples, tasks))[..., None]
+    columns = rng.integers(trials, size=(resamples, tasks, trials))
+    drawn, drawn_base = statistics(scores[rows, columns], ks), \
+        statistics(baseline[rows, columns], ks)
+    return {key: Estimate(float(ours[key] - theirs[key]),
+                          *interval(drawn[key] - drawn_base[key], confidence)) for key in ours}
 
 
 def bootstrap(values: Array, stat: Callable[[Array], Array], *, seed: int, resamples: int,

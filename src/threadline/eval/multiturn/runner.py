@@ -1,4 +1,5 @@
-"""Running a config: every task × condition × arm × trial, each a threadline conversation.
+"""Running a config: every task × condition × arm × trial, each a threadline conversation
+(an arm runs under the conditions its config gives it, by default all).
 
 Each trial is a new conversation in the run's own store, driven through ``Engine.run_turn``
 like any other: the user's messages and the model's replies are log items, each call is
@@ -23,9 +24,9 @@ from typing import Any
 
 from threadline.errors import ThreadlineError
 from threadline.eval.multiturn import code_tests, graders
-from threadline.eval.multiturn.arms import ARMS, Arm
+from threadline.eval.multiturn.arms import Arm
 from threadline.eval.multiturn.backends import EvalModel
-from threadline.eval.multiturn.conditions import Condition, user_turns
+from threadline.eval.multiturn.conditions import Condition, turn_count, user_turns
 from threadline.eval.multiturn.config import RunConfig
 from threadline.eval.multiturn.records import (
     STORE,
@@ -60,14 +61,16 @@ class Plan:
     arms: tuple[Arm, ...]
     k: int
 
+    def arms_for(self, condition: Condition) -> tuple[Arm, ...]:
+        return tuple(arm for arm in self.arms if condition in arm.conditions)
+
     @property
     def trials(self) -> int:
-        return len(self.tasks) * len(self.conditions) * len(self.arms) * self.k
+        return len(self.tasks) * sum(map(len, map(self.arms_for, self.conditions))) * self.k
 
 
 def plan(config: RunConfig, tasks: Sequence[Task]) -> Plan:
-    return Plan(tuple(tasks), config.conditions, tuple(ARMS[name]() for name in config.arms),
-                config.k)
+    return Plan(tuple(tasks), config.conditions, config.arms, config.k)
 
 
 def simulator_for(config: RunConfig, assistant: EvalModel,
@@ -102,7 +105,7 @@ def run(config: RunConfig, run_dir: Path, the_plan: Plan, model: EvalModel,
     try:
         for task in the_plan.tasks:
             for condition in the_plan.conditions:
-                for arm in the_plan.arms:
+                for arm in the_plan.arms_for(condition):
                     for trial in range(the_plan.k):
                         record = run_trial(store, model, simulator, arm, task, condition,
                                            trial, trial_seed(config.seed, task.id, trial))
@@ -126,7 +129,8 @@ def run_trial(store: Store, model: EvalModel, simulator: UserSimulator, arm: Arm
     """One simulated conversation, graded as it goes."""
     record = TrialRecord(task.id, task.kind, str(condition), arm.name, trial, seed)
     started = time.perf_counter()
-    engine = arm.engine(store, model.model, system=task.system)
+    engine = arm.engine(store, model.model, system=task.system,
+                        turns=turn_count(condition, task))
     model.reseed(seed)
     transcript: list[tuple[str, str]] = []
     try:
