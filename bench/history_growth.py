@@ -10,8 +10,9 @@ order rotates each round). Per turn, timed separately with ``perf_counter``:
   store cost     ``ingest`` + ``commit_reply`` (the reply and its model-call record, whose
                  request is the full assembled request for that history). Target: the cost at
                  10,000 turns ≤ 1.3 × the cost at 10 turns (median vs median).
-  history cost   ``store.history()`` + ``assemble()``. Not part of the store target: it grows
-                 with length by design until compaction exists.
+  history cost   ``store.history()`` + ``assemble()``. Not part of the store target. The
+                 assembler folds in only what the turn appended (``MessageMemo``); what is
+                 left to grow is copying the history's references into the new request.
   prefix report  comparing the request with the previous call's (``cache.attribution``), which
                  the engine does before committing. Also not part of the target; like the
                  store's delta it confirms the shared history by its chained hashes, so it
@@ -31,6 +32,9 @@ LangGraph ``StateGraph(MessagesState)`` with one node appending one AIMessage (t
 model's echo reply), compiled with ``SqliteSaver`` on a file DB and invoked with
 ``durability="sync"``. Reported: time per turn (all N, last 100), the threadline time without
 the scripted model's own time, and bytes on disk, with ratios.
+
+Part 3 (``--whole-turn``): ``Engine.run_turn`` with the scripted model on a conversation
+bulk-built to each length, the whole turn as a user sees it, median ms.
 
     .venv/bin/python bench/history_growth.py            # full size
     .venv/bin/python bench/history_growth.py --quick    # smoke test, a few seconds
@@ -238,6 +242,28 @@ def versus_langgraph(tmp: Path, turns: int) -> dict:
     return out
 
 
+def whole_turn(tmp: Path, lengths: list[int], turns: int, warmup: int,
+               durability: Durability) -> dict:
+    """Part 3: ``Engine.run_turn`` (the scripted model) on a conversation bulk-built to each
+    length, as a user sees the turn: median ms over ``turns`` turns."""
+    out = {}
+    for length in lengths:
+        path = tmp / f"whole-{length}.db"
+        cid = build(path, length)
+        store = SQLiteStore(path, durability=durability)
+        engine = Engine(store, ScriptedModel())
+        for i in range(warmup + 1):  # the first stores its request whole (no base yet)
+            engine.run_turn(text_of("user", length + i), conversation_id=cid)
+        times = []
+        for i in range(turns):
+            start = time.perf_counter()
+            engine.run_turn(text_of("user", length + warmup + 1 + i), conversation_id=cid)
+            times.append(time.perf_counter() - start)
+        store.close()
+        out[str(length)] = statistics.median(times) * 1e3
+    return {"durability": str(durability), "turns_timed": turns, "median_ms": out}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="10,1000,10000", help="comma-separated turns")
@@ -250,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durability", default="full", choices=[str(d) for d in Durability],
                         help="of the timed turns (off: the CPU cost alone, without fsync)")
     parser.add_argument("--no-langgraph", action="store_true", help="skip part 2")
+    parser.add_argument("--whole-turn", action="store_true",
+                        help="also time Engine.run_turn at each length (part 3)")
     parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
@@ -262,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
         report["growth"] = [growth(Path(tmp), lengths, args.turns, args.warmup, args.round,
                                    shape, Durability(args.durability))
                             for shape in args.shapes.split(",")]
+        if args.whole_turn:
+            report["whole_turn"] = whole_turn(Path(tmp), lengths, args.turns, args.warmup,
+                                              Durability(args.durability))
         try:
             if not args.no_langgraph:
                 report["langgraph"] = versus_langgraph(Path(tmp), args.lg_turns)
@@ -289,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "met" if g["target_met"] else "MISSED"
         print(f"ratio longest/shortest store cost: {g['store_ratio_longest_vs_shortest']:.2f} "
               f"(target <= {TARGET_RATIO}: {verdict})\n")
+    if "whole_turn" in report:
+        w = report["whole_turn"]
+        print(f"Engine.run_turn, durability {w['durability']}, median of {w['turns_timed']} "
+              "turns: " + ", ".join(f"{n} turns {ms:.3f} ms" for n, ms in w["median_ms"].items()))
     if "langgraph_skipped" in report:
         print(report["langgraph_skipped"])
     if "langgraph" in report:
