@@ -24,8 +24,8 @@ def _model(request: Request) -> str:
     """An assistant that keeps the rules only when they are in front of it, and a judge
     that says yes to French."""
     said = "\n".join(m.content for m in request.messages if isinstance(m.content, str))
-    if said.startswith("You are grading"):
-        return "Yes" if "Bonjour" in said.split("The assistant's reply:")[1] else "No"
+    if said.startswith("Read a user's message"):
+        return "Yes" if "Bonjour" in said.split("Assistant's reply:")[1] else "No"
     if "Standing instructions the user gave earlier" in said:
         return "- Bonjour, la réponse est dans la liste.\n- Et voilà les deux."
     return "Unfortunately, the answer is Rome."

@@ -90,7 +90,8 @@ def test_the_judge_asks_one_question_and_records_its_prompt_and_model() -> None:
     body = seen[0].messages[-1].content
     assert body == judge.prompt("What is the capital?", "Rome.",
                                 "Is the reply written in French?")
-    assert "Criterion: Is the reply written in French?" in body and "Rome." in body
+    assert body.endswith("Question: Is the reply written in French?\nAnswer Yes or No.")
+    assert "Assistant's reply: Rome." in body
     record = judge.record()
     assert record["model"] == "scripted" and record["name"] == "model"
     assert record["prompt_hash"].startswith("b2:") and len(record["prompt_hash"]) == 35
@@ -99,7 +100,8 @@ def test_the_judge_asks_one_question_and_records_its_prompt_and_model() -> None:
 
 @pytest.mark.parametrize(("answer", "verdict"), [
     ("Yes", True), ("no.", False), ("**No**", False), ("YES — it does", True),
-    ("Maybe", None), ("", None), ("Not sure", None)])
+    ("The answer is Yes", True), ("1) No", False), ("Maybe", None), ("", None),
+    ("Not sure", None), ("Nobody knows", None)])
 def test_reading_the_judges_answer(answer: str, verdict: bool | None) -> None:
     assert read_answer(answer) is verdict
 

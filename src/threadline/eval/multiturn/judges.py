@@ -4,8 +4,10 @@ Pluggable and recorded, as the user simulator is. ``none`` asks nothing (the pro
 items are still graded). ``model`` puts each question to its own backend (greedy, a few
 tokens) with ``PROMPT``; the run record keeps the model id and the prompt's hash, and every
 answer is kept verbatim with the item it answers, so a re-score reads verdicts from the log
-and asks nothing. An answer that is neither yes nor no is kept as it came and counts as no
-verdict (``unclear``), not as a pass or a fail.
+and asks nothing. The first "yes" or "no" the answer says is its verdict (a small model
+often says "The answer is Yes"); an answer that says neither is kept as it came and counts
+as no verdict, not as a pass or a fail. The question comes last in the prompt, so the
+questions about one reply share their prefix in a backend's cache.
 """
 
 from __future__ import annotations
@@ -18,22 +20,15 @@ from typing import Any, Protocol
 from threadline.models.base import ModelBackend
 from threadline.request import Message, Request, Segment, SegmentKind, Stability
 
-PROMPT = """You are grading one reply of an AI assistant against one yes/no criterion. \
-Judge only the criterion, strictly.
+PROMPT = """Read a user's message and an AI assistant's reply to it, then answer one \
+yes/no question about the reply. Judge only what the question asks, strictly.
 
-The user's last message:
-<<<
-{message}
->>>
+User's message: {message}
 
-The assistant's reply:
-<<<
-{reply}
->>>
+Assistant's reply: {reply}
 
-Criterion: {question}
-
-Answer with one word, Yes or No."""
+Question: {question}
+Answer Yes or No."""
 
 _CLIP = 1500  # characters of the message and of the reply the judge sees
 
@@ -48,10 +43,10 @@ class Verdict:
 
 
 def read_answer(answer: str) -> bool | None:
-    """Yes → True, No → False, from the answer's first word; anything else → None."""
-    first = re.match(r"\W*(\w+)", answer)
-    word = first.group(1).casefold() if first else ""
-    return {"yes": True, "no": False}.get(word)
+    """Yes → True, No → False: the first of the two words the answer says ("The answer is
+    Yes", "1) No"); anything else → None."""
+    found = re.search(r"\b(yes|no)\b", answer, re.I)
+    return None if found is None else found.group(1).casefold() == "yes"
 
 
 class Judge(Protocol):

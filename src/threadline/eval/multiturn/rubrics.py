@@ -36,8 +36,8 @@ from threadline.eval.multiturn.rubric_checks import ALIASES, LANGUAGES, Check
 RUBRIC_VERSION = "1"
 INSTRUCTION = "instruction"
 KINDS = ("language", "bullets", "numbered", "no-bullets", "json", "table", "code-only",
-         "no-code", "length", "forbidden", "no-ai-talk", "one-question", "starts-with",
-         "ends-with")
+         "no-code", "length", "forbidden", "no-ai-talk", "one-question", "no-questions",
+         "starts-with", "ends-with")
 _EXCLUSIVE = {"language", "length"}  # a later rule of the kind replaces the earlier one
 
 
@@ -84,6 +84,7 @@ def grade(item: RubricItem, reply: str) -> Check | None:
         "forbidden": lambda: checks.forbidden(reply, p["terms"]),
         "no-ai-talk": lambda: checks.no_ai_talk(reply),
         "one-question": lambda: checks.questions_at_most(reply, 1),
+        "no-questions": lambda: checks.questions_at_most(reply, 0),
         "starts-with": lambda: checks.starts_with(reply, p["phrase"]),
         "ends-with": lambda: checks.ends_with(reply, p["phrase"]),
     }
@@ -101,6 +102,7 @@ _REPLY = r"(?:respond|reply|answer|write|speak|talk|communicate|converse|chat|ou
 _LANGUAGE = re.compile(
     rf"\b{_REPLY}\b[^.!?\n]{{0,40}}?\b(?:in|using)\s+(?:the\s+)?({_LANGUAGE_NAMES})\b|"
     rf"\b(?:use|only use|speak|in)\s+(?:only\s+)?({_LANGUAGE_NAMES})\s+(?:only|language)\b|"
+    rf"\bin\s+({_LANGUAGE_NAMES})\b(?=[^.!?\n]{{0,80}}\b{_REPLY}\b)|"
     rf"\bonly\s+(?:in\s+)?({_LANGUAGE_NAMES})\b", re.I)
 _NEGATED = re.compile(rf"\b{_NOT}\b[^.!?\n]{{0,30}}$", re.I)
 _BULLETS = re.compile(r"\b(bullet(?:ed)?[- ]?points?|bullet(?:ed)? lists?|numbered lists?|"
@@ -132,17 +134,23 @@ _SAY = r"(?:say(?:ing)?|us(?:e|ing)|writ(?:e|ing)|mention(?:ing)?|includ(?:e|ing
        r"begin(?:ning)? with)"
 _FORBID = re.compile(rf"\b{_NOT}\s+(?:ever\s+)?(?:to\s+)?{_SAY}\b(.*)$", re.I)
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{1,40})[\"“”]|(?<![\w’'])['‘]([^'‘’]{1,40})['’](?!\w)")
+_Q = r"(?:[\"“”][^\"“”]{1,40}[\"“”]|['‘][^'‘’]{1,40}['’])"
+_OBJECT = re.compile(rf"\s*(?:the\s+)?(?:(?:words?|phrases?|terms?|expressions?)\s*:?\s*)?"
+                     rf"{_Q}(?:\s*(?:,|or|and|,\s*or|,\s*and)\s*{_Q})*", re.I)
 _THE_WORD = re.compile(r"\bthe (?:word|term|phrase)\s+([\w-]{2,30})\b", re.I)
 _APOLOGY = re.compile(rf"\b{_NOT}\s+(?:ever\s+)?(?:to\s+)?(?:apologi[sz]e|say sorry|"
                       r"be sorry)\b", re.I)
 _PERSONA = re.compile(r"\b(?:act|acting|behave|role-?play|pretend|imagine you(?:['’]re| are)|"
                       r"play the (?:role|part)|stay in character|break (?:from |out of )?"
                       r"character|in character)\b", re.I)
-_AI_PERSONA = re.compile(r"\b(?:AI|assistant|chat ?bot|language model|GPT|machine)\b", re.I)
+_AI_PERSONA = re.compile(r"\b(?:AI|assistant|chat ?bot|bot|language model|\w*GPT|machine)\b",
+                         re.I)
 _AI_MENTION = re.compile(rf"\b{_NOT}\b[^.!?\n]{{0,40}}\b(?:an? AI|language model|chat ?bot|"
                          r"AI model|artificial intelligence)\b", re.I)
 _ONE_QUESTION = re.compile(r"\bone question at a time\b|\bask (?:me )?(?:only )?one "
                            r"question\b|\bonly one question\b", re.I)
+_NO_QUESTIONS = re.compile(r"\b(?:don['’]?t|dont|do not|never|must not|should not)\s+ask\s+"
+                           r"(?:me\s+)?(?:any\s+)?(?:\w+\s+)?ques\w*s\b", re.I)
 _OPENING = re.compile(r"\b(start|begin|end|finish|close)\w*\s+(?:(?:each|every|all|your|"
                       r"the|of your|each of your)\s+)*(?:answers?|responses?|replies|"
                       r"messages?|outputs?)?\s*(?:with|by saying)\s*:?\s*[\"“']([^\"”']{1,60})"
@@ -197,9 +205,10 @@ def parse(sentence: str, turn: int) -> list[RubricItem]:
         most, unit = _number(number), _unit(unit)
         add("length", f"Is the reply at most {most} {unit} long?", max=most, unit=unit)
     forbid = _FORBID.search(sentence)
-    if forbid:
-        terms = [a or b for a, b in _QUOTED.findall(forbid.group(1))] or \
-            _THE_WORD.findall(forbid.group(1))
+    if forbid:  # the terms said right after the verb: 'never say "X" or "Y"', 'the word X'
+        said = _OBJECT.match(forbid.group(1))
+        terms = [a or b for a, b in _QUOTED.findall(said.group(0))] if said else \
+            _THE_WORD.findall(forbid.group(1)[:40])
         terms = [t.strip() for t in terms if t.strip()]
         if terms:
             shown = " or ".join(f'"{t}"' for t in terms)
@@ -214,6 +223,8 @@ def parse(sentence: str, turn: int) -> list[RubricItem]:
                           "language model?")
     if _ONE_QUESTION.search(sentence):
         add("one-question", "Does the reply ask at most one question?")
+    elif _NO_QUESTIONS.search(sentence):
+        add("no-questions", "Does the reply ask no questions?")
     for verb, phrase in _OPENING.findall(sentence):
         kind = "starts-with" if verb.casefold() in ("start", "begin") else "ends-with"
         where = "start" if kind == "starts-with" else "end"
