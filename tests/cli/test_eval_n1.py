@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Invoke
+from threadline.errors import ContextWindowExceeded
 from threadline.eval.multiturn import backends
 from threadline.eval.multiturn.backends import EvalModel
 from threadline.items import ItemKind
@@ -42,7 +43,7 @@ def _config(tmp_path: Path, extra: str = "", judge: str = "model", **n1: str) ->
              *(f"{k} = {v}" for k, v in n1.items())]
     path = tmp_path / "n1.toml"
     path.write_text("[n1]\n" + "\n".join(lines) + '\n[model]\nbackend = "scripted"\n'
-                    '[a]\nname = "plain"\n[b]\nname = "reminded"\nreminder = "constraints"\n'
+                    '[a]\nname = "plain"\n[b]\nname = "reminder"\nreminder = "constraints"\n'
                     f'[judge]\nkind = "{judge}"\n[metrics]\nbootstrap = 200\n' + extra)
     return path
 
@@ -58,19 +59,20 @@ def test_a_run_records_replies_judges_them_and_compares_a_with_b(
         assert (run_dir / name).is_file(), name
     assert report["kind"] == "n1" and report["transcripts"] == 2 and report["replies"] == 4
     assert report["errors"] == 0 and report["changed"] == 0
-    plain, reminded = report["by_setting"]["plain"], report["by_setting"]["reminded"]
+    plain, kept = report["by_setting"]["plain"], report["by_setting"]["reminder"]
     # french: the language; bullets: a list, and never "unfortunately" → 3 items a side.
     # A keeps no rule (it never sees them again); B, with the rules in its tail, keeps all
     assert (plain["passed"], plain["graded"]) == (0, 3)
-    assert (reminded["passed"], reminded["graded"]) == (3, 3)
+    assert (kept["passed"], kept["graded"]) == (3, 3)
     paired = report["paired"]
     assert paired["difference"]["value"] == pytest.approx(1.0)
     assert paired["sign_test"] == {"b_higher": 2, "a_higher": 0, "ties": 0, "p": 0.5}
     assert paired["mcnemar_all_pass"]["only_b"] == 2
+    assert report["paired_rules"]["items"] == 3  # every item here has a rule
     kinds = {row["kind"]: row for row in report["by_kind"]}
     assert kinds["language"]["a"]["value"] == 0.0 and kinds["language"]["b"]["value"] == 1.0
     # the judge agrees with the language rule on both replies
-    assert reminded["judge_agreement"]["items"] == 3
+    assert kept["judge_agreement"]["items"] == 3
     original = report["original"]
     assert original["transcripts"] == 2 and original["items"] == 3
     manifest = json.loads((run_dir / "run.json").read_text())
@@ -79,14 +81,14 @@ def test_a_run_records_replies_judges_them_and_compares_a_with_b(
     assert manifest["selection"]["no_rubric"] == 2
     lines = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
     assert [(r["transcript"], r["setting"]) for r in lines] == [
-        ("french_0", "plain"), ("french_0", "reminded"), ("bullets_0", "plain"),
-        ("bullets_0", "reminded")]
+        ("french_0", "plain"), ("french_0", "reminder"), ("bullets_0", "plain"),
+        ("bullets_0", "reminder")]
     assert lines[0]["seed"] == lines[1]["seed"]  # paired: one seed for A and B
     assert all(len(r["judged"]) == len(r["graded"]) for r in lines)
 
     listed = tl("eval", "runs", "--json").json()
     assert [(r["id"], r["conditions"], r["arms"], r["trials"]) for r in listed] == [
-        ("first", ["n-1"], ["plain", "reminded"], 4)]
+        ("first", ["n-1"], ["plain", "reminder"], 4)]
     shown = tl("eval", "report", "first", "--json")
     assert shown.code == 0 and shown.json() == report
     text = tl("eval", "report", "first").out
@@ -109,9 +111,10 @@ def test_the_reply_is_an_ordinary_conversation_with_its_call(
             calls = store.calls(line["conversation_id"])
             assert [c.id for c in calls] == [line["call_id"]]  # only the last turn was called
             assert store.call(line["call_id"]).request is not None
-        reminded = store.call(lines[1]["call_id"]).request
-        assert reminded is not None and "Standing instructions" in json.dumps(
-            reminded.to_json())
+        plain, kept = (store.call(lines[i]["call_id"]).request for i in (0, 1))
+        assert plain is not None and kept is not None
+        assert "Standing instructions" in json.dumps(kept.to_json())  # B's tail, not A's
+        assert "Standing instructions" not in json.dumps(plain.to_json())
     finally:
         store.close()
     assert all(line["judged"] == [] for line in lines)
@@ -184,3 +187,24 @@ def test_a_malformed_transcript_file_is_refused(tl: Invoke, home: Path, tmp_path
     assert not (home / "eval" / "m").exists()
     missing = tl("eval", "n1", str(tmp_path / "absent.toml"))
     assert missing.code == 2 and "cannot read the config" in missing.err
+
+
+def test_a_failed_turn_is_recorded_and_fails_its_rubric(
+        tl: Invoke, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def model(request: Request) -> str:
+        if "capital of Italy" in request.messages[-1].content:
+            raise ContextWindowExceeded(9000, 8192, 96)
+        return _model(request)
+    monkeypatch.setitem(backends.BACKENDS, "scripted", lambda settings, config: EvalModel(
+        ScriptedModel(default=model)))
+    done = tl("eval", "n1", str(_config(tmp_path, judge="none")), "--id", "f", "--json")
+    assert done.code == 0, done.err
+    report = done.json()
+    assert report["errors"] == 2  # french_0, under A and under B
+    lines = [json.loads(line) for line in
+             (home / "eval" / "f" / "trials.jsonl").read_text().splitlines()]
+    failed = [r for r in lines if r["error"]]
+    assert {r["transcript"] for r in failed} == {"french_0"}
+    assert "ContextWindowExceeded" in failed[0]["error"]
+    assert all(g["passed"] is False for r in failed for g in r["graded"])
+    assert report["by_setting"]["reminder"]["passed"] == 2  # bullets_0's two items only

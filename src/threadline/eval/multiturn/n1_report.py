@@ -15,7 +15,8 @@ name seed the generator, so a report is the same every time):
     paired difference B's pass rate minus A's over the items graded in both, resampling
                       transcripts (their items stay together); the sign test on each
                       transcript's share (B higher, A higher, ties left out) and McNemar's
-                      exact test on all-pass
+                      exact test on all-pass; over every item, and over the items a rule
+                      graded (``paired_rules``: no judge verdict in it)
     judge agreement   on the items graded both by rule and by the judge
     original          the transcript's own reply to its last message, by rule: what the
                       rubric makes of the reply that was actually given
@@ -116,6 +117,8 @@ def build_n1_report(run_dir: Path, *,
                                       usage[name], opts) for name in names},
         "paired": _paired([graded[a][i] for i in ids], [graded[b][i] for i in ids],
                           "all", opts),
+        "paired_rules": _paired([_ruled(graded[a][i]) for i in ids],
+                                [_ruled(graded[b][i]) for i in ids], "all by rule", opts),
         "by_kind": [_paired([_of(graded[a][i], kind, rubrics[i]) for i in ids],
                             [_of(graded[b][i], kind, rubrics[i]) for i in ids], kind, opts)
                     for kind in kinds],
@@ -126,6 +129,11 @@ def build_n1_report(run_dir: Path, *,
 def _of(graded: Graded, kind: str, rubric: Sequence[RubricItem]) -> Graded:
     keys = {item.key for item in rubric if item.kind == kind}
     return [g for g in graded if g["key"] in keys]
+
+
+def _ruled(graded: Graded) -> Graded:
+    """Only the items a rule graded (a judge's verdicts left out)."""
+    return [g for g in graded if g["rule"] is not None]
 
 
 def _counts(graded: Graded) -> tuple[int, int]:
@@ -241,7 +249,7 @@ def n1_tables(report: dict[str, Any]) -> str:
     head = f"{'rubric kind':<14} {'pairs':>5} {'items':>5}  {'A pass rate':<22} " \
            f"{'B pass rate':<22} {'B - A':<25} {'sign p':>6}"
     lines += [head, "-" * len(head)]
-    for row in [*report["by_kind"], report["paired"]]:
+    for row in [*report["by_kind"], report["paired"], report["paired_rules"]]:
         if row["kind"] == "all":
             lines.append("-" * len(head))
         lines.append(f"{row['kind']:<14} {row['transcripts']:>5} {row['items']:>5}  "
