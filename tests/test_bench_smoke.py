@@ -12,7 +12,8 @@ import pytest
 from tests.conftest import require_llama_cpp, require_llama_server
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-QUICK = {"append.py": [], "history_growth.py": ["--no-langgraph", "--whole-turn"], "replay_reuse.py": [],
+QUICK = {"append.py": [], "history_growth.py": ["--no-langgraph", "--whole-turn"],
+         "replay_reuse.py": [],
          "ttft_local.py": [], "compaction_retention.py": [], "tool_clearing.py": [],
          "compaction_ttft.py": [], "load.py": ["--stores", "sqlite"], "kv_interleaved.py": [],
          "kv_process.py": [], "kv_sharing.py": [], "stateless.py": [],

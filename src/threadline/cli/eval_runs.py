@@ -1,4 +1,5 @@
-"""``threadline eval run|report|rescore|runs``: multi-turn evaluation runs (docs/eval.md)."""
+"""``threadline eval run|report|rescore|runs``: multi-turn evaluation runs (docs/eval.md);
+``report`` and ``rescore`` read N-1 runs (``eval n1``, ``cli/eval_n1.py``) too."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import click
 
 from threadline.cli._common import Context, json_option, output, pass_context, table
+from threadline.cli.eval_n1 import is_n1, n1, n1_tables, score_n1
 from threadline.errors import InputError
 from threadline.eval.multiturn import backends
 from threadline.eval.multiturn.config import load_config
@@ -75,12 +77,16 @@ def run_(ctx: Context, config_file: Path, out: Path | None, run_id: str | None,
 
 
 def tables(report: dict[str, Any]) -> str:
+    if report.get("kind") == "n1":
+        return n1_tables(report)
     from threadline.eval.multiturn.report import tables as render
     return render(report)
 
 
 def _score(run_dir: Path) -> dict[str, Any]:
     """The run's report from its store (no model call), written with its tables and plots."""
+    if is_n1(run_dir):
+        return score_n1(run_dir)
     try:  # numpy: the eval extra, needed only here
         from threadline.eval.multiturn.report import build_report
     except ImportError as err:
@@ -129,10 +135,12 @@ def rescore(ctx: Context, run_name: str, as_json: bool) -> None:
     before = json.loads(path.read_text("utf-8")) if path.exists() else None
     after = _score(run_dir)
     same = before is not None and _digest(before) == _digest(after)
-    summary = {"run": after["run"], "trials": after["trials"], "changed": after["changed"],
+    trials = after["replies"] if after.get("kind") == "n1" else after["trials"]
+    summary = {"run": after["run"], "trials": trials, "changed": after["changed"],
                "identical": same, "report": after}
     output(summary, as_json, lambda: click.echo(
-        tables(after) + f"\nre-scored {after['trials']} trials without a model call: "
+        tables(after) + f"\nre-scored {trials} {'replies' if 'replies' in after else 'trials'}"
+        " without a model call: "
         f"{after['changed']} changed grade; the report is "
         f"{'identical' if same else 'different' if before else 'new'}"))
 
@@ -150,4 +158,4 @@ def runs(ctx: Context, as_json: bool) -> None:
                            "trials"]) if found else click.echo("no evaluation runs"))
 
 
-COMMANDS = (run_, report, rescore, runs)
+COMMANDS = (run_, n1, report, rescore, runs)

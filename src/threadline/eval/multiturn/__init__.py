@@ -15,4 +15,6 @@ program, re-scorable from the log without a model call (docs/eval.md).
     metrics      P, A90, U90-10, pass^k, bootstrap intervals
     report       the report from the store; plots
     lic_logs     the graders checked against the published simulation logs
+    n1           N-1 replay: real transcripts' last reply under settings A and B
+                 (n1_transcripts, n1_config, rubrics, rubric_checks, judges, n1_report)
 """

@@ -147,3 +147,28 @@ def by_turn(first_correct: Sequence[int | None], turns: int, *, seed: int, resam
         if estimate is not None:
             curve.append({"turn": t + 1, **estimate.to_json()})
     return curve
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """The two-sided exact sign test's p-value for ``wins`` against ``losses`` (ties left
+    out): McNemar's exact test when they are the two kinds of discordant pair."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2 ** n
+    return min(1.0, 2.0 * float(tail))
+
+
+def pooled_rate(rows: Array) -> Array:
+    """Passed over graded, summed over rows of (passed, graded) (resampled: a leading
+    resample axis)."""
+    sums = rows.sum(axis=-2)
+    result: Array = np.divide(sums[..., 0], sums[..., 1], out=np.zeros_like(sums[..., 0]),
+                              where=sums[..., 1] > 0)
+    return result
+
+
+def paired_rate_difference(rows: Array) -> Array:
+    """B's pooled rate minus A's, over rows of (A passed, A graded, B passed, B graded)."""
+    result: Array = pooled_rate(rows[..., 2:]) - pooled_rate(rows[..., :2])
+    return result
