@@ -22,7 +22,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from openai import BadRequestError, NotFoundError, OpenAI
+from openai import BadRequestError, ConflictError, NotFoundError, OpenAI
 
 from threadline.engine import Engine
 from threadline.errors import ModelCallFailed
@@ -369,6 +369,31 @@ def test_a_retried_request_returns_the_first_response(sdk: OpenAI, store: Store)
     with pytest.raises(NotFoundError, match="was deleted"):
         sdk.responses.create(model="any", input="Pay.", extra_headers=key)
     assert [i.text for i in store.history(cid)][0::2] == ["Pay.", "Ship."]
+
+
+def test_two_sends_of_one_key_that_race_leave_one_conversation(
+        sdk: OpenAI, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both sends look for the key before either wrote it (as two concurrent requests do),
+    so each places its turn in a new conversation; the second's turn finds the key taken:
+    the conversation it made goes again, and it answers 409 (a retry returns the first's
+    response), or 400 where the key went with another message."""
+    key = {"Idempotency-Key": "race-1"}
+    once = sdk.responses.create(model="any", input="Pay.", extra_headers=key)
+    cid = _threadline(once)["conversation_id"]
+    looked, misses = responses_module._retried, [None]  # the next look misses, as in a race
+    monkeypatch.setattr(responses_module, "_retried",
+                        lambda *args: misses.pop() if misses else looked(*args))
+    with pytest.raises(ConflictError, match="was being answered") as refused:
+        sdk.responses.create(model="any", input=[
+            {"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi."},
+            {"role": "user", "content": "Pay."}], extra_headers=key)
+    assert refused.value.status_code == 409
+    assert [c.conversation.id for c in store.conversations()] == [cid]  # nothing of the second was kept
+    with pytest.raises(BadRequestError, match="already used"):
+        sdk.responses.create(model="any", input="Refund.", extra_headers=key)
+    assert [c.conversation.id for c in store.conversations()] == [cid]
+    again = sdk.responses.create(model="any", input="Pay.", extra_headers=key)
+    assert (again.id, again.output_text) == (once.id, once.output_text)
 
 
 def test_a_failed_turn_is_an_error_and_a_retry_answers_it(store: Store) -> None:

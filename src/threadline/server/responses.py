@@ -42,7 +42,14 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from threadline.engine import Engine, TurnResult
-from threadline.errors import EmptyMessage, InputError, NotFound, TurnSuperseded
+from threadline.errors import (
+    ClientMessageConflict,
+    ConflictError,
+    EmptyMessage,
+    InputError,
+    NotFound,
+    TurnSuperseded,
+)
 from threadline.items import ItemKind, NewItem, new_id, validate_text
 from threadline.server import access
 from threadline.server.access import CallerDep
@@ -127,13 +134,20 @@ def add_responses(app: FastAPI, engine: Engine) -> None:
         draft = Draft(new_id("resp_"), engine.clock(), engine.model.model_id, "", MAIN,
                       body.store, body.previous_response_id,
                       _instructions(previous, body.instructions), dict(body.metadata or {}))
-        place, draft = _retried(store, records, asked.text, key, previous, draft) or \
-            _place(engine, previous, asked, draft, caller.user_id)
+        seen = _retried(store, records, asked.text, key, previous, draft)
+        place, draft = seen or _place(engine, previous, asked, draft, caller.user_id)
         client_msg_id = key or draft.id  # tells a superseded try whether it wrote its message
+        made = seen is None and previous is None  # this request made the conversation
 
         def run(on_text: Callable[[str], None] | None) -> TurnResult:
             try:
-                result = _answer(engine, asked.text, place, client_msg_id, previous, on_text)
+                try:
+                    result = _answer(engine, asked.text, place, client_msg_id, previous,
+                                     on_text)
+                except ClientMessageConflict:
+                    if made and body.store:  # the key went in elsewhere meanwhile
+                        _raced(store, records, asked.text, key, draft, place)
+                    raise
                 if body.store:  # in the turn's thread: kept even if the client has gone
                     records.save(_record(draft, result))
                 return result
@@ -294,6 +308,23 @@ def _retried(store: Store, records: ResponseBackend, text: str, key: str | None,
                           conversation_id=first.conversation_id, branch=first.branch,
                           previous_response_id=first.previous_response_id,
                           instructions=first.instructions, metadata=dict(first.metadata))
+
+
+def _raced(store: Store, records: ResponseBackend, text: str, key: str | None, draft: Draft,
+           place: Place) -> None:
+    """Another send of the same key wrote its message while this one placed its turn (both
+    looked before either wrote): the conversation this one made holds only its input's
+    history, and goes; then the key's first send decides, as for any retry."""
+    store.delete_conversation(place.conversation_id)
+    if _retried(store, records, text, key, None, draft) is not None:
+        raise IdempotencyInProgress(key)
+
+
+class IdempotencyInProgress(ConflictError):
+    def __init__(self, key: str | None) -> None:
+        super().__init__(f"a request with Idempotency-Key {key!r} was being answered while "
+                         "this one arrived; nothing of this one was kept",
+                         hint="retry with the same key: it returns that request's response")
 
 
 def _place(engine: Engine, previous: ResponseRecord | None, asked: Asked,
