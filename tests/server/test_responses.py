@@ -388,7 +388,8 @@ def test_two_sends_of_one_key_that_race_leave_one_conversation(
             {"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi."},
             {"role": "user", "content": "Pay."}], extra_headers=key)
     assert refused.value.status_code == 409
-    assert [c.conversation.id for c in store.conversations()] == [cid]  # nothing of the second was kept
+    # nothing of the second was kept
+    assert [c.conversation.id for c in store.conversations()] == [cid]
     with pytest.raises(BadRequestError, match="already used"):
         sdk.responses.create(model="any", input="Refund.", extra_headers=key)
     assert [c.conversation.id for c in store.conversations()] == [cid]

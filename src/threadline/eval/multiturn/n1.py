@@ -29,14 +29,12 @@ from threadline.eval.multiturn.backends import EvalModel
 from threadline.eval.multiturn.judges import Judge, NoJudge
 from threadline.eval.multiturn.n1_config import CONSTRAINTS, N1Config, Setting
 from threadline.eval.multiturn.n1_transcripts import Transcript
-from threadline.eval.multiturn.records import CONFIG, MANIFEST, STORE, write_json
+from threadline.eval.multiturn.records import CONFIG, MANIFEST, recording, write_json
 from threadline.eval.multiturn.rubrics import RUBRIC_VERSION, RubricItem, derive, grade
 from threadline.eval.multiturn.runner import trial_seed
 from threadline.items import NewItem, format_time, new_id, utc_now
 from threadline.providers.reminder import ReminderProvider
-from threadline.settings import Durability
 from threadline.stores.base import Commit, NewConversation, Store
-from threadline.stores.sqlite import SQLiteStore
 from threadline.version import __version__
 
 CONVERSATIONS, REPLIES = "conversations.json", "trials.jsonl"
@@ -212,27 +210,16 @@ def run(config: N1Config, run_dir: Path, chosen: Sequence[Chosen], model: EvalMo
                                           "rubric": [i.to_json() for i in c.rubric]}
                                          for c in chosen])
     write_json(run_dir / MANIFEST, manifest)
-    store = SQLiteStore(run_dir / STORE, durability=Durability.NORMAL)
-    started = time.perf_counter()
-    try:
-        with (run_dir / REPLIES).open("a", encoding="utf-8") as out:
-            for one in chosen:
-                seed = trial_seed(config.seed, one.transcript.id, 0)
-                for setting in settings:
-                    record = reply(store, model, judge, setting, one, seed)
-                    out.write(_line(record))
-                    out.flush()
-                    if progress is not None:
-                        progress(record)
-        manifest["status"] = "finished"
-    except BaseException:
-        manifest["status"] = "interrupted"
-        raise
-    finally:
-        store.close()
-        manifest["finished_at"] = format_time(utc_now())
-        manifest["wall_s"] = round(time.perf_counter() - started, 3)
-        write_json(run_dir / MANIFEST, manifest)
+    with recording(run_dir, manifest) as store, \
+            (run_dir / REPLIES).open("a", encoding="utf-8") as out:
+        for one in chosen:
+            seed = trial_seed(config.seed, one.transcript.id, 0)
+            for setting in settings:
+                record = reply(store, model, judge, setting, one, seed)
+                out.write(_line(record))
+                out.flush()
+                if progress is not None:
+                    progress(record)
     return manifest
 
 

@@ -17,7 +17,9 @@ The runs live under ``THREADLINE_HOME/eval/RUN_ID`` unless ``--out`` put one els
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,9 @@ from typing import Any
 from threadline.errors import InputError, NotFound
 from threadline.eval.multiturn.grades import Grade
 from threadline.eval.multiturn.tasks import Shard, Task
+from threadline.items import format_time, utc_now
+from threadline.settings import Durability
+from threadline.stores.sqlite.store import SQLiteStore
 
 MANIFEST, TASKS, TRIALS, REPORT, STORE, CONFIG = (
     "run.json", "tasks.json", "trials.jsonl", "report.json", "threadline.db", "config.toml")
@@ -102,6 +107,25 @@ def write_json(path: Path, value: Any) -> None:
     temporary = path.with_suffix(path.suffix + ".tmp")
     temporary.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n", "utf-8")
     temporary.replace(path)  # a reader never sees half a file
+
+
+@contextmanager
+def recording(run_dir: Path, manifest: dict[str, Any]) -> Iterator[SQLiteStore]:
+    """The run's store while its conversations run; the manifest then says how the run
+    ended (finished, or interrupted by what it raised), when, and after how long."""
+    store = SQLiteStore(run_dir / STORE, durability=Durability.NORMAL)
+    started = time.perf_counter()
+    try:
+        yield store
+        manifest["status"] = "finished"
+    except BaseException:
+        manifest["status"] = "interrupted"
+        raise
+    finally:
+        store.close()
+        manifest["finished_at"] = format_time(utc_now())
+        manifest["wall_s"] = round(time.perf_counter() - started, 3)
+        write_json(run_dir / MANIFEST, manifest)
 
 
 def start_run(run_dir: Path, manifest: dict[str, Any], tasks: Sequence[Task],

@@ -29,19 +29,16 @@ from threadline.eval.multiturn.backends import EvalModel
 from threadline.eval.multiturn.conditions import Condition, turn_count, user_turns
 from threadline.eval.multiturn.config import RunConfig
 from threadline.eval.multiturn.records import (
-    STORE,
     TrialRecord,
     TurnRecord,
     append_trial,
+    recording,
     start_run,
-    write_json,
 )
 from threadline.eval.multiturn.simulators import ModelSimulator, ShardRevealer, UserSimulator
 from threadline.eval.multiturn.tasks import Task
 from threadline.items import format_time, utc_now
-from threadline.settings import Durability
 from threadline.stores.base import Store
-from threadline.stores.sqlite import SQLiteStore
 from threadline.version import __version__
 
 Progress = Callable[[TrialRecord], None]
@@ -100,9 +97,7 @@ def run(config: RunConfig, run_dir: Path, the_plan: Plan, model: EvalModel,
         "metrics": {"bootstrap": config.bootstrap, "confidence": config.confidence},
     }
     start_run(run_dir, manifest, the_plan.tasks, config.text)
-    store = SQLiteStore(run_dir / STORE, durability=Durability.NORMAL)
-    started = time.perf_counter()
-    try:
+    with recording(run_dir, manifest) as store:
         for task in the_plan.tasks:
             for condition in the_plan.conditions:
                 for arm in the_plan.arms_for(condition):
@@ -112,15 +107,6 @@ def run(config: RunConfig, run_dir: Path, the_plan: Plan, model: EvalModel,
                         append_trial(run_dir, record)
                         if progress is not None:
                             progress(record)
-        manifest["status"] = "finished"
-    except BaseException:
-        manifest["status"] = "interrupted"
-        raise
-    finally:
-        store.close()
-        manifest["finished_at"] = format_time(utc_now())
-        manifest["wall_s"] = round(time.perf_counter() - started, 3)
-        write_json(run_dir / "run.json", manifest)
     return manifest
 
 
