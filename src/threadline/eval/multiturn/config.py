@@ -71,15 +71,20 @@ _SECTIONS: dict[str, set[str] | None] = {
 }
 
 
-def load_config(path: Path) -> RunConfig:
+def read_toml(path: Path) -> tuple[dict[str, Any], str]:
+    """A config file's tables and its text (kept in the run), or a clear error."""
     try:
         text = path.read_text("utf-8")
     except OSError as err:
         raise InputError(f"cannot read the config {path}: {err.strerror or err}") from err
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"{path} is not valid TOML: {err}") from err
+
+
+def load_config(path: Path) -> RunConfig:
+    data, text = read_toml(path)
     return parse_config(data, base=path.parent, text=text, where=str(path))
 
 

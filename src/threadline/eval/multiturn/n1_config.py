@@ -8,7 +8,6 @@ in docs/eval.md ("N-1 replay of real transcripts").
 from __future__ import annotations
 
 import hashlib
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from threadline.errors import InputError
 from threadline.eval.multiturn.arms import KINDS
 from threadline.eval.multiturn.backends import BACKENDS, ModelConfig
+from threadline.eval.multiturn.config import read_toml
 from threadline.eval.multiturn.judges import JUDGES
 from threadline.eval.multiturn.n1_transcripts import FORMATS
 
@@ -78,14 +78,7 @@ _SECTIONS = {
 
 
 def load_n1_config(path: Path) -> N1Config:
-    try:
-        text = path.read_text("utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read the config {path}: {err.strerror or err}") from err
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise InputError(f"{path} is not valid TOML: {err}") from err
+    data, text = read_toml(path)
     return parse_n1_config(data, base=path.parent, text=text, where=str(path))
 
 
