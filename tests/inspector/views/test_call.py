@@ -4,7 +4,6 @@ the previous call, the raw bytes exactly as sent, and who may see them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from tests.inspector._dom import Element, parse
-from tests.inspector._views_app import MessagesOnly, World, build_world, client, tokens
+from tests.inspector._views_app import MessagesOnly, World, client, tokens
 from threadline.calls import ModelCall, shared_messages
 from threadline.cli import cli
 from threadline.engine import Engine
@@ -22,21 +21,6 @@ from threadline.items import ItemKind, canonical_json
 from threadline.models.scripted import ScriptedModel
 from threadline.standard import standard_engine
 from threadline.stores.base import Store
-from threadline.stores.sqlite import SQLiteStore
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    store = SQLiteStore(tmp_path / "threadline.db")
-    try:
-        yield build_world(store)
-    finally:
-        store.close()
-
-
-@pytest.fixture
-def ui(world: World) -> TestClient:
-    return client(world)
 
 
 def page(ui: TestClient, call_id: str, **params: object) -> Element:

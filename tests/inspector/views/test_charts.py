@@ -5,7 +5,6 @@ and labelled axes, each mark carrying its exact figure."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from tests.inspector._dom import Element, parse
-from tests.inspector._views_app import World, build_world, client, tokens
+from tests.inspector._views_app import World, client, tokens
 from threadline.cache.pricing import profile
 from threadline.cli import cli
 from threadline.inspector.charts import (
@@ -24,22 +23,7 @@ from threadline.inspector.charts import (
 )
 from threadline.items import utc_now
 from threadline.stats import TurnSample, curves, turn_samples
-from threadline.stores.sqlite import SQLiteStore
 from threadline.stores.tokens import TokenRole, issue
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    store = SQLiteStore(tmp_path / "threadline.db")
-    try:
-        yield build_world(store)
-    finally:
-        store.close()
-
-
-@pytest.fixture
-def ui(world: World) -> TestClient:
-    return client(world)
 
 
 def accessible(svg: Element) -> tuple[str, str]:

@@ -40,20 +40,6 @@ _NEW_ID = re.compile(r"mem_\w+")
 _NEW_TIME = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+(Z|[+-]\d\d:\d\d)?")
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    store = SQLiteStore(tmp_path / "threadline.db")
-    try:
-        yield build_world(store)
-    finally:
-        store.close()
-
-
-@pytest.fixture
-def ui(world: World) -> TestClient:
-    return client(world)
-
-
 def dom(response: Any) -> Element:
     assert response.status_code == 200, response.text
     return parse(response.text)
