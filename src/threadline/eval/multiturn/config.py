@@ -16,7 +16,7 @@ from typing import Any
 
 from threadline.cache.pricing import profile
 from threadline.errors import InputError
-from threadline.eval.multiturn.arms import KINDS, BaseArm, arm_from_config
+from threadline.eval.multiturn.arms import KINDS, Bad, BaseArm, arm_from_config
 from threadline.eval.multiturn.backends import BACKENDS, ModelConfig
 from threadline.eval.multiturn.conditions import Condition
 from threadline.eval.multiturn.simulators import ModelSimulator, ShardRevealer
@@ -83,6 +83,23 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str]:
         raise InputError(f"{path} is not valid TOML: {err}") from err
 
 
+def check_tables(data: Mapping[str, Any], sections: Mapping[str, set[str] | None], bad: Bad,
+                 of: str = "") -> None:
+    """Every section is one of ``sections`` and a table, with none but its keys (None: any
+    key, checked later)."""
+    for section, value in data.items():
+        if section not in sections:
+            raise bad(f"[{section}]", f"is not a section{of}; the sections are "
+                                      f"{', '.join(sections)}")
+        if not isinstance(value, dict):
+            raise bad(f"[{section}]", "must be a table")
+        keys = sections[section]
+        unknown = sorted(set(value) - keys) if keys is not None else []
+        if unknown:
+            raise bad(f"{section}.{unknown[0]}", f"is not a key of [{section}]; its keys are "
+                                                 f"{', '.join(sorted(keys or ()))}")
+
+
 def load_config(path: Path) -> RunConfig:
     data, text = read_toml(path)
     return parse_config(data, base=path.parent, text=text, where=str(path))
@@ -93,17 +110,7 @@ def parse_config(data: Mapping[str, Any], *, base: Path, text: str = "",
     def bad(key: str, should: str) -> InputError:
         return InputError(f"{where}: {key} {should}", hint="see docs/eval.md for the config "
                                                            "reference; nothing was run")
-    for section, value in data.items():
-        if section not in _SECTIONS:
-            raise bad(f"[{section}]", f"is not a section; the sections are "
-                                      f"{', '.join(_SECTIONS)}")
-        if not isinstance(value, dict):
-            raise bad(f"[{section}]", "must be a table")
-        keys = _SECTIONS[section]
-        unknown = sorted(set(value) - keys) if keys is not None else []
-        if unknown:
-            raise bad(f"{section}.{unknown[0]}", f"is not a key of [{section}]; its keys are "
-                                                 f"{', '.join(sorted(keys or ()))}")
+    check_tables(data, _SECTIONS, bad)
     run = data.get("run", {})
     model, sim = data.get("model", {}), data.get("simulator", {})
     judge, pricing, metrics = data.get("judge", {}), data.get("pricing", {}), \

@@ -16,7 +16,7 @@ from typing import Any
 from threadline.errors import InputError
 from threadline.eval.multiturn.arms import KINDS
 from threadline.eval.multiturn.backends import BACKENDS, ModelConfig
-from threadline.eval.multiturn.config import read_toml
+from threadline.eval.multiturn.config import check_tables, read_toml
 from threadline.eval.multiturn.judges import JUDGES
 from threadline.eval.multiturn.n1_transcripts import FORMATS
 
@@ -87,16 +87,7 @@ def parse_n1_config(data: Mapping[str, Any], *, base: Path, text: str = "",
     def bad(key: str, should: str) -> InputError:
         return InputError(f"{where}: {key} {should}", hint="see docs/eval.md (N-1 replay) "
                                                            "for the config; nothing was run")
-    for section, value in data.items():
-        if section not in _SECTIONS:
-            raise bad(f"[{section}]", f"is not a section of an N-1 config; the sections are "
-                                      f"{', '.join(_SECTIONS)}")
-        if not isinstance(value, dict):
-            raise bad(f"[{section}]", "must be a table")
-        unknown = sorted(set(value) - _SECTIONS[section])
-        if unknown:
-            raise bad(f"{section}.{unknown[0]}", f"is not a key of [{section}]; its keys are "
-                                                 f"{', '.join(sorted(_SECTIONS[section]))}")
+    check_tables(data, _SECTIONS, bad, " of an N-1 config")
 
     def get(section: str, key: str, kind: type | tuple[type, ...], default: Any) -> Any:
         value = data.get(section, {}).get(key, default)
