@@ -153,7 +153,7 @@ def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Item
     user = retrieval = recall = None  # the first user message, the last retrieval and recall
     for item in group:
         if item.kind is ItemKind.USER:
-            user = user or item
+            user = item if user is None else user
         elif item.kind is ItemKind.RETRIEVAL:
             retrieval = item
         elif item.kind is ItemKind.RECALL:
