@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import signal
@@ -210,3 +211,30 @@ def test_a_killed_export_resumes_without_duplicates(tmp_path: Path) -> None:
         f"SELECT count(*), count(DISTINCT call_id) FROM {query(out, 'calls')}").fetchone()
     assert total == distinct == resumed.rows["calls"]
     store.close()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cycle_collector_is_left_as_it_was(log: Log, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               enabled: bool) -> None:
+    """Paused while a day's rows are built, and as it was after, even when the export fails."""
+    import gc
+    seen: list[bool] = []
+    module = importlib.import_module("threadline.audit.export")  # the package names export so
+    built = module.day_rows
+
+    def watched(*args: object) -> object:
+        seen.append(gc.isenabled())
+        return built(*args)
+
+    monkeypatch.setattr(module, "day_rows", watched)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        run(log.store, tmp_path / "a")
+        assert seen and not any(seen) and gc.isenabled() is enabled
+        monkeypatch.setattr(module, "day_rows", lambda *_: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            run(log.store, tmp_path / "b")
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()

@@ -3,8 +3,10 @@ message, a non-zero exit, the store as it was, and nothing written that a resume
 
 from __future__ import annotations
 
+import importlib
 import json
 import socket
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,19 @@ def test_verify_names_the_changed_file(tl: Invoke, seeded: str, tmp_path: Path) 
     assert run.code == 1
     name = str(bad.relative_to(out))
     assert name in run.out and "sha256 differs" in run.out and name in run.err
+
+
+@pytest.mark.parametrize("missing", [["msgspec"], ["pyarrow", "msgspec"]])
+def test_without_the_audit_extra(tl: Invoke, home: Path, seeded: str, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch, missing: list[str]) -> None:
+    module = importlib.import_module("threadline.cli.audit")  # the package names its group so
+    monkeypatch.setattr(module, "find_spec",
+                        lambda name: None if name in missing else find_spec(name))
+    before = snapshot(home)
+    for command in (("export", "--out", str(tmp_path / "a")), ("verify", str(tmp_path))):
+        _refused(tl("audit", *command), f"the audit trail needs the audit extra "
+                 f"({', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing)")
+    assert not (tmp_path / "a").exists() and snapshot(home) == before
 
 
 @pytest.mark.parametrize("value", ["2026-13-01", "yesterday", "2026-3-1", "2026-03-01T00:00"])

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from threadline.cache.prefix import Cause, Divergence, PrefixReport
+from threadline.cache.pricing import reported_split
 from threadline.calls import CallStatus, ModelCall, Rendering, SentRequest, Timings, Usage
 from threadline.items import NewItem, canonical_json, new_id
 from threadline.stores.audit import CANONICAL_JSON, RENDERED_PROMPT
@@ -37,14 +39,27 @@ def _turn(store: Store, cid: str, n: int, at: datetime, request: SentRequest,
     head = None if fork is not None else store.head(cid, branch)
     call = ModelCall(id=new_id("call_"), conversation_id=cid, branch=branch, turn=n,
                      head_seq=0, reply_seq=None, status=CallStatus.OK, model=request.model,
-                     request=request, response={"text": f"reply {n}", "z": [1, 2.5]},
+                     request=request, response={"text": f"reply {n}", "z": [1, 2.5]} | (
+                         {"usage": {"input_tokens": 3, "cache_read_input_tokens": 20 * n,
+                                    "cache_creation_input_tokens": 7}} if n == 2 else {}),
                      usage=Usage(10 * n, 4, 2), timings=Timings(1.5, 3.25), started_at=at,
-                     prefix={"ratio": 0.5, "cause": "append_only"} if n > 1 else None)
+                     prefix=_prefix(n) if n > 1 else None)
     store.commit(Commit(conversation_id=cid, created_at=at, branch=branch, fork=fork,
                         expected_head=None if head is None else head.seq,
                         check_head=fork is None, items=[NewItem.user(f"question {n}"),
                                                         NewItem.assistant(f"reply {n}")],
                         call=call, call_reply_index=1))
+
+
+def _prefix(n: int) -> dict[str, Any]:
+    """A prefix report as a call records it; every other one without token counts."""
+    tokens = n % 2 == 0
+    return PrefixReport(
+        "call_before", 100 * n, 60 * n, 90 * n, 10 * n if tokens else None,
+        7 * n if tokens else None, 9 * n if tokens else None, None, None,
+        Cause.APPEND_ONLY if n < 4 else Cause.SYSTEM_CHANGED, "detail",
+        Divergence(1, 40, None, "history", 3, "content") if n == 4 else None,
+        (("system", "stable", 0, 1), ("history", "append", 1, n))).to_json()
 
 
 def _log(store: Store) -> tuple[str, str]:
@@ -90,9 +105,26 @@ def test_a_batch_reads_as_the_store_reads_each_conversation(store: Store) -> Non
         cid = conversation.id
         assert conversation.items == audit.items(cid)
         assert conversation.branches == store.branches(cid)
-        assert [logged.call for logged in conversation.calls] == store.calls(cid)
-        for logged in conversation.calls:
-            call = store.call(logged.call.id)
+        listed = store.calls(cid)
+        assert [logged.id for logged in conversation.calls] == [c.id for c in listed]
+        for logged, call in zip(conversation.calls, listed, strict=True):
+            assert (logged.conversation_id, logged.branch, logged.turn, logged.head_seq,
+                    logged.reply_seq, logged.status, logged.model, logged.prompt_tokens,
+                    logged.cached_tokens, logged.completion_tokens, logged.ttft_ms,
+                    logged.total_ms, logged.started_at, logged.error, logged.purpose) == (
+                call.conversation_id, call.branch, call.turn, call.head_seq, call.reply_seq,
+                str(call.status), call.model, call.usage.prompt_tokens,
+                call.usage.cached_tokens, call.usage.completion_tokens, call.timings.ttft_ms,
+                call.timings.total_ms, call.started_at, call.error, call.purpose)
+            assert logged.usage == call.response.get("usage")
+            report = None if call.prefix is None else PrefixReport.from_json(call.prefix)
+            assert (None if logged.prefix is None else (
+                logged.prefix.cause, logged.prefix.prompt_tokens, logged.prefix.reused_tokens,
+                logged.prefix.reused_bytes, logged.prefix.prompt_bytes)) == (
+                None if report is None else (
+                    report.cause, report.prompt_tokens, report.reused_tokens,
+                    report.reused_bytes, report.prompt_bytes))
+            call = store.call(logged.id)
             assert logged.response_json == canonical_json(dict(call.response))
             assert logged.prefix_json == (None if call.prefix is None
                                           else canonical_json(dict(call.prefix)))
@@ -105,5 +137,11 @@ def test_a_batch_reads_as_the_store_reads_each_conversation(store: Store) -> Non
                                                else RENDERED_PROMPT)
             encodings.add(logged.request.encoding)
     assert encodings == {CANONICAL_JSON, RENDERED_PROMPT}
+    calls = [logged for c in read for logged in c.calls]
+    assert {reported_split({"usage": logged.usage}) for logged in calls} == {None, (3, 40, 7)}
+    assert {logged.prefix.cause for logged in calls if logged.prefix} == \
+        {"append_only", "system_changed"}
+    assert {logged.prefix.reused_tokens is None for logged in calls if logged.prefix} == \
+        {True, False}
     assert sum(logged.request is None for c in read for logged in c.calls) >= 2  # next day
     assert audit.conversations([], start, end) == []

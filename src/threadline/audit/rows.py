@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from threadline.cache.pricing import CacheProfile
-from threadline.cache.report import CallReuse, reuse_of
-from threadline.calls import ModelCall
+from threadline.cache.prefix import EXPECTED, Cause, reuse_ratio
+from threadline.cache.pricing import CacheProfile, usage_split
+from threadline.cache.report import price
 from threadline.items import Branch, Item, ItemKind
 from threadline.stores.audit import AuditBackend, LoggedCall, LoggedConversation
 from threadline.stores.base import Store
@@ -89,10 +89,10 @@ def conversation_rows(conversation: LoggedConversation, start: datetime, end: da
 
     cid, items, branches = conversation.id, conversation.items, conversation.branches
     by_seq = {item.seq: item for item in items}
-    calls = [logged.call for logged in conversation.calls]
-    prefixes = {logged.call.id: logged.prefix_json for logged in conversation.calls}
-    reuse = {r.call.id: r for r in reuse_of(calls, pricing.profile, pricing.input_price)}
-    by_turn: dict[tuple[str, int], list[ModelCall]] = defaultdict(list)
+    calls = conversation.calls
+    costs = {call.id: price(call.prompt_tokens, call.prefix, usage_split(call.usage),
+                            pricing.profile, pricing.input_price)[2:] for call in calls}
+    by_turn: dict[tuple[str, int], list[LoggedCall]] = defaultdict(list)
     for call in calls:
         by_turn[(call.branch, call.turn)].append(call)
     for branch in branches:
@@ -101,12 +101,12 @@ def conversation_rows(conversation: LoggedConversation, start: datetime, end: da
             groups[item.turn].append(item)
         for turn in sorted(set(groups) | {t for b, t in by_turn if b == branch.name}):
             row = _turn_row(cid, branch.name, turn, groups.get(turn, []),
-                            by_turn.get((branch.name, turn), []), reuse, prefixes, by_seq)
+                            by_turn.get((branch.name, turn), []), costs, by_seq)
             if row is not None and within(row["started_at"]):
                 into.turns.append(row)
-    for order, logged in enumerate(conversation.calls):
-        if logged.request is not None:  # started in the window read
-            into.calls.append(_call_row(logged, reuse[logged.call.id], order, into.requests))
+    for order, call in enumerate(calls):
+        if call.request is not None:  # started in the window read
+            into.calls.append(_call_row(call, costs[call.id][0], order, into.requests))
     for item in items:
         if item.kind is ItemKind.COMPACTION and within(item.created_at):
             into.compactions.append(_compaction_row(item, by_seq))
@@ -146,14 +146,20 @@ def sort(rows: DayRows) -> None:
 
 
 def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Item],
-              calls: Sequence[ModelCall], reuse: Mapping[str, CallReuse],
-              prefixes: Mapping[str, str | None], by_seq: Mapping[int, Item]) -> Row | None:
+              calls: Sequence[LoggedCall], costs: Mapping[str, tuple[float, float]],
+              by_seq: Mapping[int, Item]) -> Row | None:
+    """``costs``: each call's cost under the profile and with no cache at all."""
     own = [item for item in group if item.branch == branch]
-    user = next((item for item in group if item.kind is ItemKind.USER), None)
+    user = retrieval = recall = None  # the first user message, the last retrieval and recall
+    for item in group:
+        if item.kind is ItemKind.USER:
+            user = item if user is None else user
+        elif item.kind is ItemKind.RETRIEVAL:
+            retrieval = item
+        elif item.kind is ItemKind.RECALL:
+            recall = item
     if turn == 0 or user is None or not (own or calls):
         return None  # before the first message, or a turn the branch inherited
-    retrieval = _last(group, ItemKind.RETRIEVAL)
-    recall = _last(group, ItemKind.RECALL)
     turn_calls = [call for call in calls if call.purpose == "turn"]
     last_call = turn_calls[-1] if turn_calls else None
     reply: Item | None = None
@@ -162,9 +168,10 @@ def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Item
     if reply is None:
         reply = _last(own, ItemKind.ASSISTANT)
     status = ("unanswered" if reply is None else "no_call") if last_call is None \
-        else str(last_call.status)
+        else last_call.status
     first = turn_calls[0] if turn_calls else None
-    prefix = None if first is None else reuse[first.id].prefix
+    prefix = None if first is None else first.prefix
+    cause = None if prefix is None else Cause(prefix.cause)
     started = min([item.created_at for item in own] + [call.started_at for call in calls])
     rewritten = retrieval.content["query"] if retrieval is not None else \
         recall.content["query"] if recall is not None else None
@@ -183,18 +190,17 @@ def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Item
         "reply": None if reply is None else reply.text,
         "calls": len(calls), "call_ids": [call.id for call in calls],
         "model": None if last_call is None else last_call.model,
-        "prompt_tokens": sum(c.usage.prompt_tokens for c in calls),
-        "cached_tokens": sum(c.usage.cached_tokens for c in calls),
-        "completion_tokens": sum(c.usage.completion_tokens for c in calls),
-        "cost_usd": sum(reuse[c.id].cost_usd for c in calls) if calls else None,
-        "uncached_cost_usd": sum(reuse[c.id].uncached_cost_usd for c in calls)
-        if calls else None,
-        "prefix_ratio": None if prefix is None else round(prefix.ratio, 6),
-        "prefix_cause": None if prefix is None else str(prefix.cause),
-        "prefix_expected": None if prefix is None else prefix.expected,
-        "prefix_report": None if first is None else prefixes[first.id],
-        "ttft_ms": None if first is None else first.timings.ttft_ms,
-        "total_ms": sum(c.timings.total_ms for c in calls) if calls else None,
+        "prompt_tokens": sum([c.prompt_tokens for c in calls]),
+        "cached_tokens": sum([c.cached_tokens for c in calls]),
+        "completion_tokens": sum([c.completion_tokens for c in calls]),
+        "cost_usd": sum([costs[c.id][0] for c in calls]) if calls else None,
+        "uncached_cost_usd": sum([costs[c.id][1] for c in calls]) if calls else None,
+        "prefix_ratio": None if prefix is None else round(reuse_ratio(prefix), 6),
+        "prefix_cause": None if cause is None else str(cause),
+        "prefix_expected": None if cause is None else cause in EXPECTED,
+        "prefix_report": None if first is None else first.prefix_json,
+        "ttft_ms": None if first is None else first.ttft_ms,
+        "total_ms": sum([c.total_ms for c in calls]) if calls else None,
     }
 
 
@@ -202,26 +208,24 @@ def _last(items: Sequence[Item], kind: ItemKind) -> Item | None:
     return next((item for item in reversed(items) if item.kind is kind), None)
 
 
-def _call_row(logged: LoggedCall, reuse: CallReuse, order: int, requests: dict[str, Row]
-              ) -> Row:
+def _call_row(call: LoggedCall, cost_usd: float, order: int, requests: dict[str, Row]) -> Row:
     """The call's row, its request's row added to ``requests`` the first time it is sent;
     the response and prefix report as the log stores them (canonical JSON)."""
-    call, exact = logged.call, logged.request
+    exact = call.request
     assert exact is not None
     sha = hashlib.sha256(exact.data).hexdigest()
     if sha not in requests:
         requests[sha] = {"request_sha256": sha, "request_bytes": len(exact.data),
                          "encoding": exact.encoding, "request": exact.data}
     return {"call_id": call.id, "conversation_id": call.conversation_id, "branch": call.branch,
-            "turn": call.turn, "purpose": call.purpose, "status": str(call.status),
+            "turn": call.turn, "purpose": call.purpose, "status": call.status,
             "model": call.model, "started_at": call.started_at, "head_seq": call.head_seq,
             "reply_seq": call.reply_seq, "request_sha256": sha,
-            "request_bytes": len(exact.data), "prompt_tokens": call.usage.prompt_tokens,
-            "cached_tokens": call.usage.cached_tokens,
-            "completion_tokens": call.usage.completion_tokens,
-            "ttft_ms": call.timings.ttft_ms, "total_ms": call.timings.total_ms,
-            "cost_usd": reuse.cost_usd, "prefix_report": logged.prefix_json,
-            "error": call.error, "response": logged.response_json, "_order": order}
+            "request_bytes": len(exact.data), "prompt_tokens": call.prompt_tokens,
+            "cached_tokens": call.cached_tokens, "completion_tokens": call.completion_tokens,
+            "ttft_ms": call.ttft_ms, "total_ms": call.total_ms, "cost_usd": cost_usd,
+            "prefix_report": call.prefix_json, "error": call.error,
+            "response": call.response_json, "_order": order}
 
 
 def _compaction_row(item: Item, by_seq: Mapping[int, Item]) -> Row:

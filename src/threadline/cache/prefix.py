@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from threadline.request import Request
 
@@ -98,6 +98,27 @@ class Divergence:
                 "segment": self.segment, "seq": self.seq, "field": self.field}
 
 
+class PrefixCounts(Protocol):
+    """What pricing reads of a prefix report: a ``PrefixReport``, or the audit export's typed
+    decoding of a stored one (``stores/audit_json.py``)."""
+
+    @property
+    def prompt_bytes(self) -> int: ...
+    @property
+    def reused_bytes(self) -> int: ...
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def reused_tokens(self) -> int | None: ...
+
+
+def reuse_ratio(report: PrefixCounts) -> float:
+    """Reused ÷ sent, in tokens where known."""
+    if report.prompt_tokens and report.reused_tokens is not None:
+        return report.reused_tokens / report.prompt_tokens
+    return report.reused_bytes / report.prompt_bytes if report.prompt_bytes else 0.0
+
+
 @dataclass(frozen=True)
 class PrefixReport:
     previous_call_id: str | None
@@ -122,9 +143,7 @@ class PrefixReport:
     @property
     def ratio(self) -> float:
         """Reused ÷ sent, in tokens where known."""
-        if self.prompt_tokens and self.reused_tokens is not None:
-            return self.reused_tokens / self.prompt_tokens
-        return self.reused_bytes / self.prompt_bytes if self.prompt_bytes else 0.0
+        return reuse_ratio(self)
 
     @property
     def best_ratio(self) -> float:

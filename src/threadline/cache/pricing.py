@@ -109,7 +109,11 @@ def reported_split(response: Mapping[str, Any]) -> tuple[int, int, int] | None:
     """(list-price, cache-read, cache-written) input tokens of a call whose response records
     a provider's usage report with both cache fields (the Anthropic backend records them as
     reported); None for any other call."""
-    usage = response.get("usage")
+    return usage_split(response.get("usage"))
+
+
+def usage_split(usage: Any) -> tuple[int, int, int] | None:
+    """``reported_split`` of a response whose ``usage`` is this."""
     if not isinstance(usage, Mapping):
         return None
     values: list[int] = []

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from threadline.cache.prefix import PrefixReport
+from threadline.cache.prefix import PrefixCounts, PrefixReport
 from threadline.cache.pricing import CacheProfile, reported_split
 from threadline.calls import ModelCall
 
@@ -49,22 +49,30 @@ def reuse_of(calls: Sequence[ModelCall], profile: CacheProfile,
     out = []
     for call in calls:
         prefix = None if call.prefix is None else PrefixReport.from_json(call.prefix)
-        tokens = call.usage.prompt_tokens
-        estimated = False
-        if prefix is None:
-            reusable = 0
-        elif prefix.reused_tokens is not None:
-            reusable = prefix.reused_tokens
-        else:  # no token ids recorded: scale the byte-level reuse to the token count
-            estimated = True
-            reusable = round(tokens * prefix.reused_bytes / prefix.prompt_bytes) \
-                if prefix.prompt_bytes else 0
         split = reported_split(call.response)
-        bill = profile.bill(tokens, reusable, input_price) if split is None \
-            else profile.bill_usage(*split, input_price)
-        out.append(CallReuse(call, prefix, reusable, estimated, bill.cost_usd,
-                             tokens * input_price / 1e6, from_usage=split is not None))
+        reusable, estimated, cost, uncached = price(call.usage.prompt_tokens, prefix, split,
+                                                    profile, input_price)
+        out.append(CallReuse(call, prefix, reusable, estimated, cost, uncached,
+                             from_usage=split is not None))
     return out
+
+
+def price(tokens: int, prefix: PrefixCounts | None, split: tuple[int, int, int] | None,
+          profile: CacheProfile, input_price: float) -> tuple[int, bool, float, float]:
+    """One call's reusable tokens, whether they were estimated, its cost under the profile and
+    its cost with no cache at all; ``split`` is ``reported_split`` of its response."""
+    estimated = False
+    if prefix is None:
+        reusable = 0
+    elif prefix.reused_tokens is not None:
+        reusable = prefix.reused_tokens
+    else:  # no token ids recorded: scale the byte-level reuse to the token count
+        estimated = True
+        reusable = round(tokens * prefix.reused_bytes / prefix.prompt_bytes) \
+            if prefix.prompt_bytes else 0
+    bill = profile.bill(tokens, reusable, input_price) if split is None \
+        else profile.bill_usage(*split, input_price)
+    return reusable, estimated, bill.cost_usd, tokens * input_price / 1e6
 
 
 def chart(rows: Sequence[CallReuse], width: int = 30) -> list[str]:

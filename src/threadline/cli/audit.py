@@ -21,9 +21,11 @@ from threadline.cli._common import (
 from threadline.errors import InputError
 
 
-def _require_pyarrow() -> None:
-    if find_spec("pyarrow") is None:
-        raise InputError("the audit trail needs the audit extra (pyarrow is missing)",
+def _require_extra() -> None:
+    missing = [name for name in ("pyarrow", "msgspec") if find_spec(name) is None]
+    if missing:
+        raise InputError(f"the audit trail needs the audit extra ({', '.join(missing)} "
+                         f"{'is' if len(missing) == 1 else 'are'} missing)",
                          hint="pip install 'threadline[audit]'")
 
 
@@ -69,7 +71,7 @@ def export_(ctx: Context, out: str, since: str | None, until: str | None, profil
             endpoint_url: str | None, as_json: bool) -> None:
     """Write the log's turns, calls, requests, compactions and memory writes as Parquet,
     partitioned by UTC day, with a manifest. Run again to resume or to bring it up to date."""
-    _require_pyarrow()
+    _require_extra()
     from threadline.audit import ExportOptions, Pricing, S3Options, export, open_target
 
     first, last = _day("--since", since), _day("--until", until)
@@ -103,7 +105,7 @@ def verify_(ctx: Context, export_at: str, files_only: bool, endpoint_url: str | 
             as_json: bool) -> None:
     """Check every file against the manifest (size, sha256, row counts) and the exported
     items against the log's hash chains; exit 1 naming each file that does not match."""
-    _require_pyarrow()
+    _require_extra()
     from threadline.audit import S3Options, open_target, verify
 
     target = open_target(export_at, S3Options(endpoint_url=endpoint_url))

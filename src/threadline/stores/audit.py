@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
-from threadline.calls import ModelCall
 from threadline.items import Branch, Item
 
 RENDERED_PROMPT = "rendered-prompt"  # the exact request is the prompt the backend rendered
@@ -31,11 +30,47 @@ class ExactRequest:
     encoding: str  # RENDERED_PROMPT | CANONICAL_JSON
 
 
-@dataclass(frozen=True)
+class StoredPrefix(Protocol):
+    """What an export reads of a call's stored prefix report (``cache/prefix.py``'s
+    ``PrefixReport``): its counts and its cause."""
+
+    @property
+    def prompt_bytes(self) -> int: ...
+    @property
+    def reused_bytes(self) -> int: ...
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def reused_tokens(self) -> int | None: ...
+    @property
+    def cause(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
 class LoggedCall:
-    call: ModelCall              # without its request
-    response_json: str           # ``call.response`` as stored: canonical JSON
-    prefix_json: str | None      # ``call.prefix`` as stored
+    """A call as an export reads it: ``ModelCall``'s columns, flat, its response and prefix
+    report as stored, and only what pricing reads of them decoded."""
+
+    id: str
+    conversation_id: str
+    branch: str
+    turn: int
+    head_seq: int
+    reply_seq: int | None
+    status: str                  # a ``CallStatus``
+    model: str
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    ttft_ms: float | None
+    total_ms: float
+    started_at: datetime
+    error: str | None
+    purpose: str
+    response_json: str           # ``ModelCall.response`` as stored: canonical JSON
+    prefix_json: str | None      # ``ModelCall.prefix`` as stored
+    prefix: StoredPrefix | None  # decoded from ``prefix_json``
+    usage: Any                   # the response's ``usage``, decoded: None where it has none
     request: ExactRequest | None  # for a call started in the window read, else None
 
 

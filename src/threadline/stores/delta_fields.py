@@ -5,7 +5,8 @@ Each call's delta is applied to its base's whole field, kept from the call befor
 walking the chain back to its root: rebuilding every request of a conversation costs the
 requests' size, not the square of the chain's length. A field is decoded only when asked: a
 rendered request's exact bytes are its prompt, so neither its messages nor its token ids (most
-of a stored delta) are parsed.
+of a stored delta) are parsed, and the prompt part is decoded by msgspec (the ``audit`` extra),
+as only an export reads these.
 """
 
 from __future__ import annotations
@@ -15,8 +16,17 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from threadline.errors import StoreError
 
+
+class _PromptPart(msgspec.Struct, forbid_unknown_fields=True):
+    keep: int  # msgspec's int is never a bool
+    tail: str
+
+
+_prompt = msgspec.json.Decoder(_PromptPart)
 _KEEP_WHOLE = 8  # a call's base is almost always one of the few calls just before it
 _TOKENS_KEY = ',"tokens":'
 _PROMPT_KEY = ',"prompt":'
@@ -75,13 +85,10 @@ def _prompt_part(text: str) -> dict[str, Any] | None:
     if prompt_at < 0:
         return None
     try:
-        part = json.loads(text[prompt_at + len(_PROMPT_KEY):tokens_at])
-    except ValueError:
+        part = _prompt.decode(text[prompt_at + len(_PROMPT_KEY):tokens_at])
+    except msgspec.MsgspecError:
         return None
-    if isinstance(part, dict) and isinstance(part.get("keep"), int) and \
-            isinstance(part.get("tail"), str) and len(part) == 2:
-        return part
-    return None
+    return {"keep": part.keep, "tail": part.tail}
 
 
 def _apply(base: Any, part: Mapping[str, Any] | None) -> Any:
