@@ -42,6 +42,10 @@ class Settings:
     threads: int | None = None  # None: every core the process may use
     system_prompt: str | None = None
     time_in_context: bool = False  # the current time, in the tail of every turn
+    # the conversation's goal (and/or the system prompt's policy) restated in the tail every
+    # N turns (providers/goal.py); None: never
+    remind_every: int | None = None
+    remind: str = "goal"  # goal | policy | both
     memory_dense: bool = False  # recall memories with embeddings too (the dense extra)
     # standing constraints found by the embedding classifier with the rules (the dense extra);
     # off unless asked for: it embeds every user message once, where the rules cost ~0.1 ms
@@ -107,6 +111,11 @@ class Settings:
                 "THREADLINE_ANTHROPIC_MAX_TOKENS", value))
         if value := environ.get("THREADLINE_TIME_IN_CONTEXT"):
             settings = settings.with_(time_in_context=_flag(value))
+        if value := environ.get("THREADLINE_REMIND_EVERY"):
+            settings = settings.with_(remind_every=_positive_int("THREADLINE_REMIND_EVERY",
+                                                                 value))
+        if value := environ.get("THREADLINE_REMIND"):
+            settings = settings.with_(remind=parse_remind(value))
         if value := environ.get("THREADLINE_MEMORY_DENSE"):
             settings = settings.with_(memory_dense=_flag(value))
         if value := environ.get("THREADLINE_CONSTRAINT_CLASSIFIER"):
@@ -127,6 +136,17 @@ def parse_durability(value: str) -> Durability:
     except ValueError:
         choices = ", ".join(d.value for d in Durability)
         raise InputError(f"unknown durability {value!r}; choose one of: {choices}") from None
+
+
+REMIND = ("goal", "policy", "both")
+
+
+def parse_remind(value: str) -> str:
+    """What a periodic reminder restates: the goal, the system prompt's policy, or both."""
+    what = value.strip().lower()
+    if what not in REMIND:
+        raise InputError(f"THREADLINE_REMIND must be goal, policy or both; got {value!r}")
+    return what
 
 
 CACHE_TTLS = ("5m", "1h")

@@ -7,6 +7,8 @@
     retrieval      RetrievalProvider     with ``corpora`` (also a hook: keeps answers to reuse)
     memory         MemoryProvider        when the store keeps memory and ``recall`` is on
     reminders      ReminderProvider      one per text in ``reminders``
+    goal reminder  GoalReminder          with ``remind_every`` (the goal and/or the policy,
+                                         ``remind``), or ``remind_on_request``
 
 plus the ``MemoryQueue`` hook when the store keeps memory, then ``hooks``, and compaction
 (``compaction.Compaction``: automatic under ``policy``, manual always).
@@ -31,6 +33,7 @@ from threadline.memory.recall import MemoryRecall
 from threadline.memory.store import MemoryStore
 from threadline.models.base import ModelBackend
 from threadline.providers import (
+    GoalReminder,
     MemoryProvider,
     ReminderProvider,
     RetrievalProvider,
@@ -57,6 +60,8 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                     tools: Sequence[Tool | ToolSpec] = (), tool_limits: ToolLimits | None = None,
                     corpora: Corpus | None = None, recall: MemoryRecall | bool = True,
                     time_in_context: bool = False, reminders: Sequence[str] = (),
+                    remind_every: int | None = None, remind: str = "goal",
+                    remind_on_request: bool = False,
                     policy: Policy | None = None, model_extraction: bool = False,
                     constraints: Detector = detect,
                     providers: Sequence[ContextProvider] = (), hooks: Sequence[TurnHook] = (),
@@ -69,8 +74,10 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
     ``providers`` and ``hooks`` of the caller's. ``recall`` may be a configured
     :class:`MemoryRecall`; False turns recall off (turns sent with a user are still queued for
     the memory writer). ``constraints`` finds standing constraints before each compaction
-    (the rules by default; see :func:`constraint_detector`). The other arguments are
-    :class:`Engine`'s."""
+    (the rules by default; see :func:`constraint_detector`). ``remind_every`` restates the
+    conversation's goal (``remind``: "goal", "policy" or "both") in the tail every N turns;
+    ``remind_on_request`` adds the reminder with no schedule, for a monitor to ask for
+    (``providers/goal.py``). The other arguments are :class:`Engine`'s."""
     parts: list[ContextProvider] = [TimeProvider()] if time_in_context else []
     parts.append(WorkingStateProvider())
     after: list[TurnHook] = []
@@ -86,6 +93,8 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
         after.append(MemoryQueue(store))
     parts += [ReminderProvider(text, name="reminder" if len(reminders) == 1 else
                                f"reminder {n}") for n, text in enumerate(reminders, 1)]
+    if remind_every is not None or remind_on_request:
+        parts.append(GoalReminder(remind_every, what=remind))
     return Engine(store, model, system=system, tools=tools, tool_limits=tool_limits,
                   providers=[*parts, *providers], hooks=[*after, *hooks],
                   compactor=Compaction(policy, model_extraction=model_extraction,

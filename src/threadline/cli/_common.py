@@ -103,6 +103,7 @@ class Context:
         return standard_engine(store, model, system=system or settings.system_prompt,
                                max_message_bytes=settings.max_message_bytes,
                                time_in_context=settings.time_in_context,
+                               remind_every=settings.remind_every, remind=settings.remind,
                                policy=policy_for(model), corpora=self._corpora,
                                recall=self.recall() if store.memory is not None else False,
                                constraints=self.constraint_detector(),

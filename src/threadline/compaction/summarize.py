@@ -7,7 +7,9 @@ or an identifier, path or number is kept verbatim. Every line says where it came
 said, a tool returned, the model inferred. The previous summary, if any, is carried forward
 whole, so nothing a compaction kept is lost by the next one. No model is involved, so the
 summary is deterministic and cannot invent anything; identifiers survive because they are
-copied, never paraphrased.
+copied, never paraphrased. What an untrusted tool output contributes stays fenced as
+untrusted (``threadline.trust``), so a summary never turns a tool's words into the
+conversation's own.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from threadline.items import Item, ItemKind
+from threadline.trust import fence
 
 USER_WHOLE = 300       # a user message up to this many characters is kept whole
 SENTENCES_LIMIT = 4    # sentences kept from one assistant message or tool result
@@ -70,6 +73,8 @@ def _summary(items: Sequence[Item], previous: str | None, detail: int) -> str:
             kept = _salient(item.content["output"], limit=detail, line_limit=LINE_LIMIT)
             status = "failed" if item.content.get("is_error") else "returned"
             kept = kept or "(no salient lines)"
+            if item.content.get("untrusted"):  # the tool's words stay fenced as its data
+                kept = fence("tool-output", kept, tool=item.content.get("tool", name))
             lines.append(f"  - tool {call} {status} (item #{item.seq}): {kept}")
     return "\n".join(lines).strip()
 

@@ -17,8 +17,10 @@ A record becomes one conversation, imported whole in one transaction or not at a
 that cannot be read is reported with its line (or position) and skipped; the rest go on.
 An empty message (no text, or only whitespace) is kept as an item with its text as it was,
 rather than refusing the record and losing every other turn of it; an empty user message is
-never sent to a model (``is_empty_user_message``). Each record carries an import key (a hash
-of its content), so importing a file twice does not duplicate what is already there.
+never sent to a model (``is_empty_user_message``). A tool message is recorded untrusted, as
+a live tool result is, so it is fenced as data in every request and every summary. Each
+record carries an import key (a hash of its content), so importing a file twice does not
+duplicate what is already there.
 """
 
 from __future__ import annotations
@@ -177,7 +179,9 @@ def _items(label: str, role: str, message: Any, max_bytes: int) -> list[NewItem]
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str):
             raise InputError(f"{label} (tool) needs a 'tool_call_id'")
-        return [NewItem.tool_result(call_id, checked(message["content"]))]
+        # a tool's output, whoever recorded it: data, not instructions, as in a live turn
+        result = NewItem.tool_result(call_id, checked(message["content"]))
+        return [NewItem(result.kind, {**result.content, "untrusted": True})]
     out = []
     if message["content"] or not message.get("tool_calls"):
         out.append(NewItem.assistant(checked(message["content"])))

@@ -42,6 +42,7 @@ from threadline.memory.store import MemoryEntry, MemoryKind, MemoryStore, Source
 from threadline.memory.when import TimeQuery, time_query
 from threadline.rewrite.anchors import STOPWORDS
 from threadline.stores.memory import MemoryHit
+from threadline.trust import fence
 
 K = 10              # pieces of evidence shown per turn
 THRESHOLD = 0.25    # the relevance the best candidate needs, or recall abstains (dev-tuned)
@@ -108,8 +109,9 @@ class Recall:
         """The memories as the turn's tail shows them, or a line saying there are none."""
         if not self.memories:
             return f"nothing remembered about {who} bears on this message"
-        return "\n".join(f"- ({m.entry.id}) {m.provenance(who)}: \"{m.entry.text}\""
-                         for m in self.memories)
+        return "\n".join(f"- ({m.entry.id}) {m.provenance(who)}: " + (
+            f"\"{m.entry.text}\"" if m.entry.trusted else  # not the user's: fenced as data
+            fence("remembered", m.entry.text, id=m.entry.id)) for m in self.memories)
 
     def to_json(self) -> dict[str, Any]:
         return {"query": self.query, "terms": list(self.terms), "threshold": self.threshold,

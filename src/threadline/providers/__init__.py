@@ -8,6 +8,8 @@ Each module is one provider (the protocol is ``turn/providers.py``):
                                             query, and answers given before to the same question
     memory.py         MemoryProvider        what is remembered about the user that bears on it
     reminder.py       ReminderProvider      a fixed note kept in view every turn (a persona)
+    goal.py           GoalReminder          the goal and/or the system prompt's policy,
+                                            restated every N turns or when a monitor asks
     query.py          the message as a standalone query, rewritten once per turn and shared
 
 A new context source goes here: subclass ``turn.providers.Provider`` and register it with
@@ -15,10 +17,11 @@ A new context source goes here: subclass ``turn.providers.Provider`` and registe
 """
 
 from threadline.providers.clock import TimeProvider
+from threadline.providers.goal import GoalReminder, Remind
 from threadline.providers.memory import MemoryProvider
 from threadline.providers.reminder import ReminderProvider
 from threadline.providers.retrieval import CorpusSearch, RetrievalProvider
 from threadline.providers.working_state import WorkingStateProvider
 
-__all__ = ["CorpusSearch", "MemoryProvider", "ReminderProvider", "RetrievalProvider",
-           "TimeProvider", "WorkingStateProvider"]
+__all__ = ["CorpusSearch", "GoalReminder", "MemoryProvider", "Remind", "ReminderProvider",
+           "RetrievalProvider", "TimeProvider", "WorkingStateProvider"]

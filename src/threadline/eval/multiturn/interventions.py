@@ -10,7 +10,8 @@ stay byte for byte what plain SHARDED sends, so the prefix cache keeps covering 
                   turns: the first message as the goal, each later one, verbatim, as a fact
                   whose source is its turn; the whole list shown every turn
     Recap         on the conversation's last turn, everything the user said before it
-    Goal          every N turns, the goal (the user's first message) restated
+    Goal          every N turns, the goal (the user's first message) restated: the
+                  production reminder (``providers/goal.py``) under the arm's label
 
 A turn's index is counted from the user messages in the log, not the view, so a compaction
 never shifts it.
@@ -27,15 +28,13 @@ from threadline.compaction.working_state import (
     state_of,
     update,
 )
-from threadline.items import Item, ItemKind, NewItem
+from threadline.items import Item, NewItem
+from threadline.providers.goal import GoalReminder, user_turns
 from threadline.providers.working_state import WorkingStateProvider
 from threadline.request import TailBlock
 from threadline.turn.providers import Gathering, Provider, this_turn
 
-
-def said_before(history: Sequence[Item]) -> list[str]:
-    """What the user said on the branch before the turn being gathered, oldest first."""
-    return [item.content["text"] for item in history if item.kind is ItemKind.USER]
+said_before = user_turns  # what the user said before the turn being gathered, oldest first
 
 
 class Requirements(WorkingStateProvider):
@@ -75,21 +74,11 @@ class Recap(Provider):
         return [] if item is None else [TailBlock(self.label, item.content["text"])]
 
 
-class Goal(Provider):
-    """The goal (the user's first message) restated on turns 1 + N, 1 + 2N, …"""
+class Goal(GoalReminder):
+    """The goal (the user's first message) restated on turns 1 + N, 1 + 2N, …: the production
+    reminder (``providers/goal.py``) under the arm's name and label."""
 
-    name = "goal"
     label = "the task's goal, restated"
 
     def __init__(self, every: int) -> None:
-        self.every = every
-
-    def gather(self, found: Gathering) -> NewItem | None:
-        before = said_before(found.history)
-        if not before or len(before) % self.every:
-            return None
-        return self.context_item(text=before[0], turn=len(before) + 1)
-
-    def render(self, history: Sequence[Item]) -> list[TailBlock]:
-        item = this_turn(self, history)
-        return [] if item is None else [TailBlock(self.label, item.content["text"])]
+        super().__init__(every, name="goal", goal_label=self.label)
