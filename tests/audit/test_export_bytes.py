@@ -35,7 +35,7 @@ pq = pytest.importorskip("pyarrow.parquet", reason="install the audit extra")
 PINNED_WITH = "26.0.1"
 PINNED_BYTES = {
     "calls/date=2026-03-01/part-000000000-000000003.parquet":
-        "5bf96e98a1c517b76bc327aab35d40885c2b1414dfa95178c9f9cee8b16754a8",
+        "b4f26c13b9b4fa0911af4d11be68f22209fcefff5c4e35c248884f5032ab7745",
     "calls/date=2026-03-02/part-000000000-000000006.parquet":
         "a1c5121a65e8562c426bfd4d0d9f7c37210927b016c47416178633a859feb65d",
     "compactions/date=2026-03-02/part-000000000-000000000.parquet":
@@ -45,17 +45,17 @@ PINNED_BYTES = {
     "memory_writes/date=2026-03-02/part-000000000-000000025.parquet":
         "5b2bff024b77d6c00963e6f8b5eaf0c97c941a98ac19f4062da6e2ae7fd6336a",
     "requests/date=2026-03-01/part-000000000-000000003.parquet":
-        "c4e87312ba6aff523f851c7602c561d6e1cce23e52030ca451b7acff9ce75643",
+        "0a51a729a52f8d38efc7f9fc1b2f0f30203fafb84a136947809a5416d6947719",
     "requests/date=2026-03-02/part-000000000-000000006.parquet":
         "862c404d8faf49e98fe146c2888d647ccff0c072c67ee272657b677b70ccb8b0",
     "turns/date=2026-03-01/part-000000000-000000002.parquet":
-        "e058f540ad4649725ef0535090f0971cb226f5c7e77607b6affcf30a47ed2a69",
+        "8f0e1d0acd9a0c81ef750147e96b9ef62bbc0a9cffc6ee6472453e90564f9ae3",
     "turns/date=2026-03-02/part-000000000-000000006.parquet":
         "4e54e2dfe0cde8bb1ee5177ac4212a5545eb1e419199a26933ac3f198f85f112",
 }
 PINNED_ROWS = {
     "calls/date=2026-03-01/part-000000000-000000003.parquet":
-        "7839aaa0081db8581323d4297d285ef116776621f8f2bbf04e5a25c87aabe3e1",
+        "68ba7f5a7262819ee1aae25fdacca6bfc27261b617c9ce3638a10df0195a9665",
     "calls/date=2026-03-02/part-000000000-000000006.parquet":
         "f0978cbd16abe0eb183defd7d142bbe50c8763f6ca8a52a54b794a9ce27caf2f",
     "compactions/date=2026-03-02/part-000000000-000000000.parquet":
@@ -65,11 +65,11 @@ PINNED_ROWS = {
     "memory_writes/date=2026-03-02/part-000000000-000000025.parquet":
         "6d2ad1fb4fc2b7ce09a7ba2a78e31f4145b61334f1be2cdf143e66107b09609d",
     "requests/date=2026-03-01/part-000000000-000000003.parquet":
-        "424f962dab377e7f018335c261abc3410000dda69757379161f8aa2f90565ad2",
+        "5dc5e608a0b2f618c996b4861636b2792a7428c58844d59b70225422adeba65c",
     "requests/date=2026-03-02/part-000000000-000000006.parquet":
         "362c4db42be9aa7a8d48233022708db73f6c3a2f2875f43c1c34b9942de644d9",
     "turns/date=2026-03-01/part-000000000-000000002.parquet":
-        "89ba3016cb248aec4462483d1c6f2778bc59a1dd9ad9bc4c69fdb0e97a7b7186",
+        "afbefae7f186a4709394d574db662681aae0d81ceef2f1f92e0d0088b56319ae",
     "turns/date=2026-03-02/part-000000000-000000006.parquet":
         "f94fffcbd9743a70006922c9def8320a06a800116a165095d9eef9b28856bc6d",
 }
