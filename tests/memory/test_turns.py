@@ -181,14 +181,15 @@ def test_a_turn_covers_the_words_of_the_message_it_answers(
                     conversation_id=first.conversation_id)
     MemoryWriter(log, memory).run()
     question = "How does my family feel about the move to Lisbon?"
-    # by its own words the turn covers a quarter of the question (family): not enough
-    alone = MemoryRecall(memory, threshold=0.5, steps=replace(ALL, context=False))
-    assert alone.recall("ann", question).abstained
-    # read after the question it answers, it covers all of it, and ranks first; it is
-    # shown as said
-    found = MemoryRecall(memory, threshold=0.5).recall("ann", question).memories
-    assert found[0].entry.text == "Honestly my family is a real support."
-    # the conversation's first turn has nothing before it to be read with
-    assert [m.entry.text for m in MemoryRecall(memory, threshold=0.5).recall(
-        "ann", "Which season is the abroad move planned for?").memories] == [
-        "We are moving abroad this autumn."]
+    support, moving = "Honestly my family is a real support.", "We are moving abroad this autumn."
+    # by their own words, each turn covers a quarter of the question (family; move)
+    alone = {m.entry.text: m for m in MemoryRecall(memory, steps=replace(
+        ALL, context=False)).recall("ann", question).memories}
+    # read after the question it answers, the reply covers all of it, and ranks first; it is
+    # shown as said, and the first turn, with nothing before it, scores as it did
+    read = MemoryRecall(memory).recall("ann", question).memories
+    assert [m.entry.text for m in read] == [support, moving]
+    assert read[0].score > alone[support].score and read[1].score == alone[moving].score
+    # whether anything bears on the question is judged on what a turn says itself: under a
+    # threshold above a quarter, nothing does, context or not
+    assert MemoryRecall(memory, threshold=0.3).recall("ann", question).abstained

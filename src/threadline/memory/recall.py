@@ -168,14 +168,16 @@ class MemoryRecall:
         # after "How is your family taking it?"): read with it, not shown
         context = turn_contexts(self.memory, hits) if self.steps.context and \
             self.steps.turns else {}
-        coverage = {h.id: _coverage(wanted, f"{context[h.id]} {h.text}" if h.id in context
-                                    else h.text) for h in hits}
+        own = {h.id: _coverage(wanted, h.text) for h in hits}
+        coverage = own | {i: _coverage(wanted, f"{context[i]} {h.text}")
+                          for h in hits if (i := h.id) in context}
         clock.lap("context")
         candidates = group(hits, by_origin=self.steps.turns)
         if self.steps.rerank:
             score(candidates, fused=fuse(rankings), rankings=len(rankings), similar=similar,
                   coverage=coverage, time=time_asked, weights=self.weights,
-                  untrusted_weight=self.untrusted_weight, dense=self.dense is not None)
+                  untrusted_weight=self.untrusted_weight, dense=self.dense is not None,
+                  own=own)
             if not any(c.relevance >= self.threshold for c in candidates):
                 candidates = []
             candidates = [c for c in candidates if c.trusted or c.relevance >= self.threshold]
