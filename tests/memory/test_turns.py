@@ -4,6 +4,7 @@ reranked with time, and abstaining when nothing bears on the question."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from tests.memory.conftest import Clock
 from threadline.items import ItemKind
 from threadline.memory import MemoryKind, MemoryStore
 from threadline.memory.rank import fuse
-from threadline.memory.recall import RULES, MemoryRecall, first_person
+from threadline.memory.recall import ALL, RULES, MemoryRecall, first_person
 from threadline.memory.when import Span, places_in_time, span_of, time_query
 from threadline.memory.writer import MemoryWriter
 from threadline.models.scripted import ScriptedModel
@@ -167,3 +168,28 @@ def test_the_users_name_reads_as_i_for_the_embedding() -> None:
     assert first_person("When did Caroline go to Melanie's class? Is Caroline's dog ok?",
                         ["Caroline"]) == "When did I go to Melanie's class? Is my dog ok?"
     assert first_person("When did Ann Lee paint?", ["Ann Lee"]) == "When did I paint?"
+
+
+def test_a_turn_covers_the_words_of_the_message_it_answers(
+        log: RelationalStore, memory: MemoryStore, clock: Clock) -> None:
+    clock.now = AT
+    engine = standard_engine(log, ScriptedModel(
+        ["Big news! How does everyone feel about the move to Lisbon?", "Lovely."]),
+        recall=False, clock=clock)
+    first = engine.run_turn("We are moving abroad this autumn.", user_id="ann")
+    engine.run_turn("Honestly my family is a real support.", user_id="ann",
+                    conversation_id=first.conversation_id)
+    MemoryWriter(log, memory).run()
+    question = "How does my family feel about the move to Lisbon?"
+    support, moving = "Honestly my family is a real support.", "We are moving abroad this autumn."
+    # by their own words, each turn covers a quarter of the question (family; move)
+    alone = {m.entry.text: m for m in MemoryRecall(memory, steps=replace(
+        ALL, context=False)).recall("ann", question).memories}
+    # read after the question it answers, the reply covers all of it, and ranks first; it is
+    # shown as said, and the first turn, with nothing before it, scores as it did
+    read = MemoryRecall(memory).recall("ann", question).memories
+    assert [m.entry.text for m in read] == [support, moving]
+    assert read[0].score > alone[support].score and read[1].score == alone[moving].score
+    # whether anything bears on the question is judged on what a turn says itself: under a
+    # threshold above a quarter, nothing does, context or not
+    assert MemoryRecall(memory, threshold=0.3).recall("ann", question).abstained

@@ -160,7 +160,7 @@ def _when(text: str) -> datetime | None:
 @dataclass(frozen=True)
 class ArmSpec:
     """One way of recalling, by its steps: ``rules`` is the path before them, ``all`` is
-    turns+rerank+time; ``dense`` adds the embedding ranking."""
+    turns+rerank+time+context; ``dense`` adds the embedding ranking."""
 
     name: str
     steps: Steps
@@ -170,17 +170,18 @@ class ArmSpec:
     def parse(cls, spec: str, *, dense: bool = False) -> ArmSpec:
         words = {w for w in spec.replace(" ", "").split("+") if w and w != "rules"}
         if "all" in words:
-            words = (words - {"all"}) | {"turns", "rerank", "time"}
-        unknown = words - {"turns", "rerank", "time", "dense"}
+            words = (words - {"all"}) | {"turns", "rerank", "time", "context"}
+        unknown = words - {"turns", "rerank", "time", "context", "dense"}
         if unknown:
             raise InputError(f"unknown recall step {', '.join(sorted(unknown))!r} in {spec!r}",
-                             hint="join steps with '+': turns, rerank, time, dense; or "
-                                  "'rules' (none) or 'all' (turns+rerank+time)")
+                             hint="join steps with '+': turns, rerank, time, context, "
+                                  "dense; or 'rules' (none) or 'all' "
+                                  "(turns+rerank+time+context)")
         dense = dense or "dense" in words
-        name = "+".join(w for w in ("turns", "rerank", "time", "dense")
+        name = "+".join(w for w in ("turns", "rerank", "time", "context", "dense")
                         if w in words or (w == "dense" and dense)) or "rules"
         return cls(name, Steps(turns="turns" in words, time="time" in words,
-                               rerank="rerank" in words), dense)
+                               rerank="rerank" in words, context="context" in words), dense)
 
 
 @dataclass
@@ -227,7 +228,7 @@ class Evaluation:
 
 def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, ks: Sequence[int] = KS,
              window: int = 20, threshold: float | None = None,
-             arms: Sequence[ArmSpec] = (ArmSpec("turns+rerank+time", ALL, False),),
+             arms: Sequence[ArmSpec] = (ArmSpec("turns+rerank+time+context", ALL, False),),
              embedder: Embedder | None = None,
              progress: Callable[[str], None] | None = None) -> Evaluation:
     """Ingest, learn and ask every sample in a scratch store; the measurements, by arm. An

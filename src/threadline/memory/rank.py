@@ -87,11 +87,15 @@ def group(hits: Iterable[MemoryHit], *, by_origin: bool) -> list[Candidate]:
 
 def score(candidates: Sequence[Candidate], *, fused: Mapping[str, float], rankings: int,
           similar: Mapping[str, float], coverage: Mapping[str, float], time: TimeQuery,
-          weights: Weights, untrusted_weight: float, dense: bool) -> None:
+          weights: Weights, untrusted_weight: float, dense: bool,
+          own: Mapping[str, float] | None = None) -> None:
     """Fill in each candidate's features, score and relevance (in place). The score ranks;
     the relevance (the share of the query covered, with embeddings the mean of that and the
     similarity) says whether anything bears on the query at all: a rank is relative, and
-    the best of unrelated candidates still ranks first."""
+    the best of unrelated candidates still ranks first. ``own``: the coverage by each entry's
+    own words, when ``coverage`` counts more (a turn's context): relevance is judged on what
+    the entry says itself."""
+    own = coverage if own is None else own
     best = rankings / (RRF_K + 1)  # the fused score of an entry first in every ranking
     for c in candidates:
         ids = [h.id for h in c.hits]
@@ -104,5 +108,5 @@ def score(candidates: Sequence[Candidate], *, fused: Mapping[str, float], rankin
         c.score = (weights.fused * c.fused + weights.coverage * c.coverage
                    + weights.similarity * c.similarity + weights.when * c.when
                    + weights.span * c.span) * trust
-        c.relevance = max((coverage.get(i, 0.0) + max(0.0, similar.get(i, 0.0))) / 2
-                          if dense else coverage.get(i, 0.0) for i in ids) * trust
+        c.relevance = max((own.get(i, 0.0) + max(0.0, similar.get(i, 0.0))) / 2
+                          if dense else own.get(i, 0.0) for i in ids) * trust

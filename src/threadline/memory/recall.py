@@ -10,7 +10,8 @@ the moment asked (not revised or withdrawn, not expired, not past their validity
 1. the full-text index ranks the entries that share a word with the query; with embeddings
    (``memory.dense``), the nearest by similarity are a second ranking;
 2. the two rankings are fused (reciprocal rank fusion) and each piece of evidence is reranked
-   on the fused rank, the share of the query it covers, its similarity to the query, and time
+   on the fused rank, the share of the query it covers (a turn with the message said before
+   it: ``memory.context``), its similarity to the query, and time
    (``memory.when``: a question about *when* favours turns that place something in time; a
    span the query names favours what was said during it), weighted by trust (an untrusted
    entry counts half); see ``memory.rank``;
@@ -36,6 +37,7 @@ from functools import lru_cache
 from typing import Any
 
 from threadline.items import format_time
+from threadline.memory.context import turn_contexts
 from threadline.memory.dense import MemoryVectors
 from threadline.memory.rank import DENSE, LEXICAL, Candidate, Weights, fuse, group, score
 from threadline.memory.store import MemoryEntry, MemoryKind, MemoryStore, Source, user_id_checked
@@ -67,10 +69,11 @@ class Steps:
     turns: bool = True   # the raw dated turns are candidates beside the facts from them
     time: bool = True    # a question about when, or naming a span, favours what fits it
     rerank: bool = True  # fused rank + coverage + similarity + time, not coverage alone
+    context: bool = True  # a turn covers the words of the message before it too
 
 
 ALL = Steps()
-RULES = Steps(turns=False, time=False, rerank=False)
+RULES = Steps(turns=False, time=False, rerank=False, context=False)
 
 
 @dataclass(frozen=True)
@@ -163,12 +166,20 @@ class MemoryRecall:
             clock.lap("dense")
         hits = [h for h in hits if self._wanted(h)]
         time_asked = time_query(query, moment) if self.steps.time else TimeQuery(False, None)
-        coverage = {h.id: _coverage(wanted, h.text) for h in hits}
+        # a turn covers the words of the message it answers too ("They're a real support"
+        # after "How is your family taking it?"): read with it, not shown
+        context = turn_contexts(self.memory, hits) if self.steps.context and \
+            self.steps.turns else {}
+        own = {h.id: _coverage(wanted, h.text) for h in hits}
+        coverage = own | {i: _coverage(wanted, f"{context[i]} {h.text}")
+                          for h in hits if (i := h.id) in context}
+        clock.lap("context")
         candidates = group(hits, by_origin=self.steps.turns)
         if self.steps.rerank:
             score(candidates, fused=fuse(rankings), rankings=len(rankings), similar=similar,
                   coverage=coverage, time=time_asked, weights=self.weights,
-                  untrusted_weight=self.untrusted_weight, dense=self.dense is not None)
+                  untrusted_weight=self.untrusted_weight, dense=self.dense is not None,
+                  own=own)
             if not any(c.relevance >= self.threshold for c in candidates):
                 candidates = []
             candidates = [c for c in candidates if c.trusted or c.relevance >= self.threshold]

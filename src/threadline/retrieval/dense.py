@@ -79,6 +79,23 @@ class Embedder:
         query_vector = np.frombuffer(self.embed([query])[0], dtype=np.float32)
         return [float(score) for score in matrix @ query_vector]
 
+    def best_scores(self, query: str, vectors: Sequence[bytes]) -> list[float]:
+        """Like ``scores``, for vectors that may each hold several rows (a memory turn, as
+        said and in its context): the best row's similarity for each."""
+        if not vectors:
+            return []
+        np: Any = self._numpy
+        query_vector = np.frombuffer(self.embed([query])[0], dtype=np.float32)
+        size = query_vector.shape[0]
+        flat = np.frombuffer(b"".join(bytes(v) for v in vectors), dtype=np.float32)
+        scores = flat.reshape(-1, size) @ query_vector
+        out, start = [], 0
+        for vector in vectors:
+            rows = len(vector) // (4 * size)
+            out.append(float(scores[start: start + rows].max()))
+            start += rows
+        return out
+
     def rank(self, query: str, vectors: Sequence[tuple[str, bytes]]) -> list[str]:
         """The ids of ``vectors`` (id, vector) by similarity to ``query``; ties by id."""
         scores = self.scores(query, [v for _, v in vectors])
