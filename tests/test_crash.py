@@ -69,7 +69,7 @@ def test_sigkill_mid_turn_loses_no_acknowledged_turn(tmp_path: Path) -> None:
             assert reply.parent_seq is not None
             assert store.item(cid, reply.parent_seq).kind is ItemKind.USER
         # at most the one in-flight turn per kill is left unanswered
-        unanswered = [i for i, nxt in zip(history, history[1:] + [None], strict=True)
+        unanswered = [i for i, nxt in zip(history, [*history[1:], None], strict=True)
                       if i.kind is ItemKind.USER and (nxt is None or nxt.kind is ItemKind.USER)]
         assert len(unanswered) <= 1
     finally:

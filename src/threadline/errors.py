@@ -30,7 +30,8 @@ uses for it. A few live beside the code that raises them, in the module named in
     │   ├── TurnSuperseded
     │   ├── TurnInProgress               another turn holds the conversation
     │   ├── TurnCancelled                a newer message stopped this turn
-    │   └── HistoryMismatch              [interop.resent]  a resent history disagrees
+    │   ├── HistoryMismatch              [interop.resent]  a resent history disagrees
+    │   └── IdempotencyInProgress        [server.responses]  a send of the same key raced it
     ├── ModelError                       exit 6
     │   ├── ModelUnavailable             the model is missing or unreadable, or no server answered
     │   ├── ContextWindowExceeded
