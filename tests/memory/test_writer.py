@@ -115,11 +115,40 @@ def test_a_policy_may_keep_what_tools_return_but_only_untrusted(tmp_path: Path) 
     with store._session(write=True) as db:  # learn the same items again, under another policy
         db.run("DELETE FROM memory_entries")
         db.run("UPDATE memory_jobs SET status = 'pending', attempts = 0")
-    MemoryWriter(store, memory, policy=WritePolicy(tool_returned=True)).run()
+    MemoryWriter(store, memory, policy=WritePolicy(tool_returned=True, sparse_below=0)).run()
     kept = {e.text: e for e in _facts(memory)}
     assert set(kept) == {"I live in Oslo", "My office is in Lyon"}
     assert kept["My office is in Lyon"].source is Source.TOOL_RETURNED
     assert not kept["My office is in Lyon"].trusted and kept["I live in Oslo"].trusted
+
+
+def test_a_sparse_memory_keeps_only_what_the_user_stated_whatever_the_policy(
+        tmp_path: Path) -> None:
+    """Until the user's memory holds ``sparse_below`` facts, a tool's statement is turned away
+    even by a policy that keeps them; past it, the wider gate applies."""
+    store = SQLiteStore(tmp_path / "t.db")
+    memory = MemoryStore(store)
+    browse = Tool("browse", "Read a web page", {"type": "object"},
+                  lambda args, ctx: "My office is in Lyon.")
+    model = ScriptedModel([ToolCalls.of(("browse", {}))], default=lambda request: "Done.")
+    engine = standard_engine(store, model, tools=[browse], recall=False)
+    policy = WritePolicy(tool_returned=True, sparse_below=2)
+    writer = MemoryWriter(store, memory, policy=policy)
+    turn = engine.run_turn("I live in Oslo. Check my page.", user_id="ann")
+    writer.run()
+    assert [e.text for e in _facts(memory)] == ["I live in Oslo"]
+    refused = [d for job in writer.jobs() for d in job["decisions"] or []
+               if d["decision"] == "REJECT" and "Lyon" in d["text"]]
+    assert refused and "holds 1 fact, under 2" in refused[0]["reason"]
+    engine.run_turn("I'm vegetarian.", conversation_id=turn.conversation_id, user_id="ann")
+    writer.run()
+    assert len(_facts(memory)) == 2  # the store has grown to the gate's size
+    model.enqueue(ToolCalls.of(("browse", {})))
+    engine.run_turn("Check my page again.", conversation_id=turn.conversation_id,
+                    user_id="ann")
+    writer.run()
+    kept = {e.text: e for e in _facts(memory)}
+    assert "My office is in Lyon" in kept and not kept["My office is in Lyon"].trusted
 
 
 def test_a_retraction_withdraws_what_it_names_and_keeps_it_as_history(

@@ -217,7 +217,8 @@ def _play(store: SQLiteStore, plant: Plant, outcome: Outcome) -> None:
     _check_state(engine, cid, plant, outcome)
     seen = len(store.calls(cid))
     MemoryWriter(store, MemoryStore(store), model=model,
-                 policy=WritePolicy(tool_returned=True, model_inferred=True)).run()
+                 policy=WritePolicy(tool_returned=True, model_inferred=True,
+                                     sparse_below=0)).run()
     # a later conversation recalls everything stored (no threshold): an untrusted memory is
     # shown, fenced
     everything = MemoryRecall(MemoryStore(store), k=50, threshold=0.0)

@@ -65,17 +65,31 @@ def enqueue(store: Store, item: Item, user_id: str) -> None:
     memory_of(store).enqueue(item.conversation_id, item.seq, user_id)
 
 
+SPARSE_BELOW = 20  # current facts under which a user's memory is held to the strict gate
+
+
 @dataclass(frozen=True)
 class WritePolicy:
     """What may become memory beside what the user stated. Either way it is stored untrusted
-    (recall weighs it at half), and an instruction is never stored, whoever wrote it."""
+    (recall weighs it at half), and an instruction is never stored, whoever wrote it.
+
+    While a user's memory holds fewer than ``sparse_below`` current facts, only what the user
+    stated is stored, whatever else the policy allows: in a near-empty store one planted
+    record is most of what recall can find (the memory-injection results, MINJA, succeed
+    best against small stores), so a store earns its wider gate by growing first."""
 
     tool_returned: bool = False   # statements in tool results
     model_inferred: bool = False  # facts a model extracted that do not quote the user
+    sparse_below: int = SPARSE_BELOW
 
-    def allows(self, source: Source) -> bool:
-        return source in TRUSTED_SOURCES or (source is Source.TOOL_RETURNED and
-                                             self.tool_returned) or \
+    def allows(self, source: Source, *, facts: int | None = None) -> bool:
+        """Whether a candidate from ``source`` may be stored, for a user with ``facts``
+        current facts (None: not counted, the wider gate)."""
+        if source in TRUSTED_SOURCES:
+            return True
+        if facts is not None and facts < self.sparse_below:
+            return False
+        return (source is Source.TOOL_RETURNED and self.tool_returned) or \
             (source is Source.MODEL_INFERRED and self.model_inferred)
 
 
@@ -148,9 +162,13 @@ class MemoryWriter:
         turns = [e for e in everything if e.kind is MemoryKind.TURN]
         current = [e for e in everything if e.kind is not MemoryKind.TURN]
         for candidate in candidates:
-            if not self.policy.allows(candidate.source):
-                decisions.append(reject(candidate.text, f"{candidate.source}: the write "
-                                        "policy stores only what the user stated"))
+            if not self.policy.allows(candidate.source, facts=len(current)):
+                n = len(current)
+                why = (f"the user's memory holds {n} fact{'' if n == 1 else 's'}, under "
+                       f"{self.policy.sparse_below}: a sparse store keeps only what the user "
+                       "stated") if self.policy.allows(candidate.source) else \
+                    "the write policy stores only what the user stated"
+                decisions.append(reject(candidate.text, f"{candidate.source}: {why}"))
                 continue
             decisions.append(self._decide(user_id, candidate, item, current, turns))
         turn = self._keep_turn(user_id, item, turns)
