@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from itertools import chain
 from operator import attrgetter
 from typing import Any
@@ -170,15 +171,11 @@ class Request:
     # a request is then compared message by message)
     history: HistoryMark | None = field(default=None, compare=False, repr=False)
 
-    @property
+    @cached_property
     def messages(self) -> tuple[Message, ...]:
         # joined once per request: backends, the record and the report all read it, and at
         # thousands of turns each copy of the history streams it through the CPU's caches
-        joined = self.__dict__.get("_messages")
-        if joined is None:
-            joined = tuple(chain.from_iterable(segment.messages for segment in self.segments))
-            object.__setattr__(self, "_messages", joined)
-        return joined
+        return tuple(chain.from_iterable(segment.messages for segment in self.segments))
 
     def cache_points(self) -> list[int]:
         """Message counts at which a breakpoint sits (0: after the tools), in order, once."""
@@ -199,8 +196,8 @@ class Request:
     def openai_tuple(self) -> tuple[dict[str, Any], ...]:
         """The messages in the OpenAI shape, shared: the dicts each message built once,
         joined once per request (what a :class:`SentRequest` records). Treat as read-only."""
-        joined = self.__dict__.get("_openai")
-        if joined is None:
-            joined = tuple(map(_OPENAI, self.messages))
-            object.__setattr__(self, "_openai", joined)
-        return joined
+        return self._openai_joined
+
+    @cached_property
+    def _openai_joined(self) -> tuple[dict[str, Any], ...]:
+        return tuple(map(_OPENAI, self.messages))

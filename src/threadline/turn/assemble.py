@@ -122,8 +122,9 @@ class Shown:
         if fold.epoch != self.epoch:  # a compaction cut or cleared earlier items: rebuild
             self.messages, self.built, self.epoch = [], 0, fold.epoch
             self.ends_with_user = False
-        cleared = fold.cleared_in_view()
-        for item in fold.shown[self.built:]:
+        new = fold.shown[self.built:]
+        cleared = fold.cleared_in_view() if new else frozenset()
+        for item in new:
             # an imported transcript's empty user message stays in the log, but is never sent
             if not is_empty_user_message(item):
                 _append(self.messages, item, cleared, memo)
