@@ -21,20 +21,24 @@ from threadline.settings import Durability, Settings
 from threadline.standard import standard_engine
 from threadline.stores import SQLiteStore, Store, open_store
 from threadline.turn.assemble import assemble
+from threadline.turn.delegate import Agent, Delegated, Delegation
 from threadline.turn.hooks import TurnEvent, TurnHook
 from threadline.turn.input import TurnInput
 from threadline.turn.providers import ContextProvider, Gathering, Provider
 from threadline.turn.result import TurnResult
-from threadline.turn.tools import Tool, ToolContext, ToolLimits
+from threadline.turn.tools import Tool, ToolContext, ToolLimits, ToolOutput
 from threadline.version import __version__
 
 __all__ = [
+    "Agent",
     "Branch",
     "Compacted",
     "Compaction",
     "Constraint",
     "ContextProvider",
     "Conversation",
+    "Delegated",
+    "Delegation",
     "Durability",
     "Engine",
     "Gathering",
@@ -62,6 +66,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolLimits",
+    "ToolOutput",
     "ToolSpec",
     "TurnEvent",
     "TurnHook",

@@ -29,16 +29,26 @@ from functools import lru_cache, partial
 
 from threadline.calls import ModelCall
 from threadline.errors import InputError, TurnSuperseded
-from threadline.items import Branch, Item, ItemKind, is_empty_user_message, utc_now, validate_text
+from threadline.items import (
+    Branch,
+    Item,
+    ItemKind,
+    is_empty_user_message,
+    new_id,
+    utc_now,
+    validate_text,
+)
 from threadline.models.base import ModelBackend, OnText
 from threadline.plugin import Assemble
 from threadline.render.openai import prompt_cache_key
 from threadline.request import Request, ToolSpec
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
-from threadline.stores.base import MAIN, LeaseTaken, Store
+from threadline.stores.base import MAIN, Commit, LeaseTaken, NewConversation, Store
 from threadline.turn.assemble import MessageMemo, assemble
 from threadline.turn.commit import commit_served
 from threadline.turn.compactor import Compactor
+from threadline.turn.delegate import Agent, Delegated, Delegation
+from threadline.turn.delegator import Delegator
 from threadline.turn.fork import fork
 from threadline.turn.hooks import TurnEvent, TurnHook, run_hooks
 from threadline.turn.ingest import Ingested, ingest, retried
@@ -73,10 +83,18 @@ class Engine:
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  lease: LeasePolicy = DEFAULT_LEASE, count: Callable[[str], int] | None = None,
                  observer: Observer | None = None, tracer: Tracer | None = None,
-                 clock: Callable[[], datetime] = utc_now) -> None:
+                 clock: Callable[[], datetime] = utc_now, agents: Sequence[Agent] = (),
+                 delegation: Delegation | None = None) -> None:
         self.store, self.model, self.system = store, model, system
-        self.toolbox = Toolbox(tools, tool_limits or ToolLimits())  # the tool loop's harness
-        self.tools = self.toolbox.specs
+        # sub-agents (turn/delegate.py): offered to conversations whose metadata allows it;
+        # ``delegation``: the limits this engine gives the conversations it starts
+        self.delegator = Delegator(self, agents, self._child_engine)
+        self.delegation = delegation
+        self.toolbox = Toolbox([*tools, *self.delegator.tools],  # the tool loop's harness
+                               tool_limits or ToolLimits())
+        # what every conversation's requests offer (the delegation tools: only where allowed)
+        self.tools = self.toolbox.specs[:len(tools)]
+        self._children: dict[str, Engine] = {}
         names = [p.name for p in providers]
         if len(set(names)) != len(names):
             raise InputError(f"two context providers share a name: {', '.join(names)}")
@@ -90,6 +108,7 @@ class Engine:
         self.count: Callable[[str], int] = lru_cache(maxsize=65_536)(count or model.count_tokens)
         self.model_lock = threading.Lock()  # one backend instance runs one call at a time
         self._memo = MessageMemo()
+        self._hooks_args = (compactor, hooks, observer, tracer)
 
     def run_turn(self, turn: TurnInput | str, *, on_text: OnText | None = None,
                  conversation_id: str | None = None, branch: str = MAIN,
@@ -209,6 +228,30 @@ class Engine:
         """A log item verbatim, whatever compaction did to it in the context."""
         return self.store.item(conversation_id, seq)
 
+    def delegate(self, conversation_id: str, task: str, *, agent: str, branch: str = MAIN,
+                 client_msg_id: str | None = None, on_text: OnText | None = None
+                 ) -> Delegated:
+        """Run ``task`` in a new child conversation of ``agent``, linked to the branch's
+        newest turn, and return its answer with what it cost. Sending the same
+        ``client_msg_id`` again returns the first delegation's answer."""
+        validate_text(task, max_bytes=self.max_message_bytes)
+        return self.delegator.delegate(conversation_id, task, agent, branch=branch,
+                                       client_msg_id=client_msg_id, on_text=on_text)
+
+    def new_conversation(self, *, system: str | None = None, title: str | None = None,
+                         owner: str | None = None, delegation: Delegation | None = None
+                         ) -> str:
+        """Start an empty conversation and return its id (its first turn: ``run_turn``).
+        ``delegation`` lets its turns delegate to this engine's agents (default: the
+        engine's own setting; off unless it has one)."""
+        cid = new_id("c_")
+        self.store.commit(Commit(conversation_id=cid, created_at=self.clock(),
+                                 expected_head=None, create=NewConversation(
+                                     cid, title=title, system=system or self.system,
+                                     owner=owner,
+                                     metadata=self._new_metadata(delegation))))
+        return cid
+
     def request_for(self, conversation_id: str, branch: str = MAIN) -> Request:
         """The request the next call on a branch would send."""
         return self.assembler(conversation_id, branch)(
@@ -217,17 +260,40 @@ class Engine:
     def assembler(self, conversation_id: str, branch: str = MAIN) -> Assemble:
         """This engine's assembly for a conversation branch, as a function of its items: pure,
         with each provider's tail blocks (rendered from what it recorded) after the history."""
-        system = self.store.conversation(conversation_id).system
-        cache_key = prompt_cache_key(conversation_id, branch)
+        conversation = self.store.conversation(conversation_id)
+        system = conversation.system
+        # a child shares its siblings' key (their requests begin alike)
+        cache_key = conversation.metadata.get("prompt_cache_key") or prompt_cache_key(
+            conversation_id, branch)
+        tools = (*self.tools, *self.delegator.offered(conversation))
         providers = self.providers
 
         def assemble_for(history: Sequence[Item]) -> Request:
             tail = [block for provider in providers for block in provider.render(history)]
-            return assemble(history, system=system, tools=self.tools, tail=tail,
+            return assemble(history, system=system, tools=tools, tail=tail,
                             memo=self._memo, cache_key=cache_key)
         return assemble_for
 
     # -- steps ---------------------------------------------------------------------------
+
+    def _new_metadata(self, delegation: Delegation | None = None) -> dict[str, object]:
+        limits = delegation or self.delegation
+        return {} if limits is None else {"delegation": limits.to_json()}
+
+    def _child_engine(self, agent: Agent) -> Engine:
+        """The engine that runs ``agent``'s tasks: this one's store, model (and its lock),
+        hooks, compactor, lease policy and observers, the agent's prompt, tools and budget."""
+        child = self._children.get(agent.name)
+        if child is None:
+            compactor, hooks, observer, tracer = self._hooks_args
+            child = Engine(self.store, self.model, system=agent.system, tools=agent.tools,
+                           tool_limits=agent.limits, hooks=hooks, compactor=compactor,
+                           max_message_bytes=self.max_message_bytes, lease=self.lease,
+                           count=self.count, observer=observer, tracer=tracer,
+                           clock=self.clock, agents=tuple(self.delegator.agents.values()))
+            child.model_lock = self.model_lock  # one backend instance, one call at a time
+            child = self._children.setdefault(agent.name, child)  # parallel children race
+        return child
 
     def _check(self, turn: TurnInput) -> None:
         """Refuse what no part of this engine can do, before anything waits or is written."""
@@ -285,6 +351,7 @@ class Engine:
                                       max_bytes=self.max_message_bytes, conversation_id=cid,
                                       branch=branch, client_msg_id=turn.client_msg_id,
                                       system=self.system, context=[i for _, i in gathered],
+                                      metadata=self._new_metadata(),
                                       lease=None if holding is None else holding.claim(),
                                       follows=turn.follows)
                     span.record(ingested.message)

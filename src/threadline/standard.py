@@ -46,6 +46,7 @@ from threadline.retrieval.corpus import Corpus
 from threadline.rewrite import DEFAULT_DEADLINE_S
 from threadline.settings import DEFAULT_MAX_MESSAGE_BYTES
 from threadline.stores.base import Store
+from threadline.turn.delegate import Agent, Delegation
 from threadline.turn.hooks import TurnHook
 from threadline.turn.lease import DEFAULT_LEASE, LeasePolicy
 from threadline.turn.observe import Observer
@@ -69,7 +70,8 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                     lease: LeasePolicy = DEFAULT_LEASE, count: Callable[[str], int] | None = None,
                     rewrite_deadline_s: float = DEFAULT_DEADLINE_S,
                     observer: Observer | None = None, tracer: Tracer | None = None,
-                    clock: Callable[[], datetime] = utc_now) -> Engine:
+                    clock: Callable[[], datetime] = utc_now, agents: Sequence[Agent] = (),
+                    delegation: Delegation | None = None) -> Engine:
     """An engine over ``store`` and ``model`` with the standard providers and hooks, then
     ``providers`` and ``hooks`` of the caller's. ``recall`` may be a configured
     :class:`MemoryRecall`; False turns recall off (turns sent with a user are still queued for
@@ -100,7 +102,8 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                   compactor=Compaction(policy, model_extraction=model_extraction,
                                        detector=constraints),
                   max_message_bytes=max_message_bytes, lease=lease, count=count,
-                  observer=observer, tracer=tracer, clock=clock)
+                  observer=observer, tracer=tracer, clock=clock, agents=agents,
+                  delegation=delegation)
 
 
 def constraint_detector(enabled: bool | None = None) -> Detector:

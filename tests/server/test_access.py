@@ -126,6 +126,8 @@ ROUTES: dict[tuple[str, str], tuple[Callable[[World], Request], int]] = {
                    "json": {"from_seq": 1, "name": "alt"}}, 403),
     ("GET", "/v1/conversations/{conversation_id}/calls"): (
         lambda w: {"url": f"/v1/conversations/{w.ann_cid}/calls"}, 403),
+    ("GET", "/v1/conversations/{conversation_id}/children"): (
+        lambda w: {"url": f"/v1/conversations/{w.ann_cid}/children"}, 403),
     ("GET", "/v1/calls/{call_id}"): (
         lambda w: {"url": f"/v1/calls/{w.ann_call}", "params": {"request": True}}, 403),
     ("GET", "/v1/generations/{generation_id}/events"): (

@@ -24,6 +24,7 @@ from threadline.cli._common import (
     yes_option,
 )
 from threadline.models.kv import tiers as kv_tiers
+from threadline.turn.children import descendants
 
 
 @click.group()
@@ -71,14 +72,18 @@ def clear(ctx: Context, yes: bool, as_json: bool) -> None:
 @cache.command("report")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @branch_option("Only calls on this branch.", default=None)
+@click.option("--children", "with_children", is_flag=True,
+              help="Also bill the sub-agent conversations it delegated to (and theirs), "
+                   "each against its own previous call, in a total with its own.")
 @billing_options()
 @json_option()
 @pass_context
-def report(ctx: Context, conversation_id: str, branch: str | None, profile_name: str,
-           input_price: float, as_json: bool) -> None:
+def report(ctx: Context, conversation_id: str, branch: str | None, with_children: bool,
+           profile_name: str, input_price: float, as_json: bool) -> None:
     """Per call: prompt tokens, reused tokens, ratio, the cause of any miss, billed cost."""
     pricing = profile(profile_name)
-    rows = reuse_of(ctx.store().calls(conversation_id, branch=branch), pricing, input_price)
+    store = ctx.store()
+    rows = reuse_of(store.calls(conversation_id, branch=branch), pricing, input_price)
     total = sum(r.cost_usd for r in rows)
     uncached = sum(r.uncached_cost_usd for r in rows)
     misses = [r for r in rows if r.prefix is not None and not r.prefix.expected]
@@ -86,6 +91,16 @@ def report(ctx: Context, conversation_id: str, branch: str | None, profile_name:
              "input_price": input_price, "calls": [r.to_json() for r in rows],
              "cost_usd": round(total, 6), "uncached_cost_usd": round(uncached, 6),
              "unexpected_misses": len(misses)}
+    if with_children:
+        children = [(child, reuse_of(store.calls(child), pricing, input_price))
+                    for child in descendants(store, conversation_id)]
+        costs = [sum(r.cost_usd for r in found) for _, found in children]
+        shown["children"] = [{"conversation_id": child, "calls": len(found),
+                              "prompt_tokens": sum(r.call.usage.prompt_tokens for r in found),
+                              "cached_tokens": sum(r.call.usage.cached_tokens for r in found),
+                              "cost_usd": round(cost, 6)}
+                             for (child, found), cost in zip(children, costs, strict=True)]
+        shown["total_cost_usd"] = round(total + sum(costs), 6)
     output(shown, as_json, lambda: _print_report(shown, rows, misses))
 
 
@@ -111,6 +126,12 @@ def _print_report(shown: dict[str, Any], rows: list[CallReuse], misses: list[Cal
     click.echo(f"\n{len(rows)} calls · {shown['profile']} at ${shown['input_price']}/M: "
                f"${shown['cost_usd']:.4f} (without a cache: ${shown['uncached_cost_usd']:.4f}) "
                f"· {len(misses)} unexpected misses")
+    if "children" in shown:
+        for child in shown["children"]:
+            click.echo(f"  child {child['conversation_id']}: {child['calls']} calls, "
+                       f"{child['prompt_tokens']:,} prompt / {child['cached_tokens']:,} "
+                       f"cached tokens, ${child['cost_usd']:.4f}")
+        click.echo(f"with its sub-agents: ${shown['total_cost_usd']:.4f}")
 
 
 @cache.command("diagnose")

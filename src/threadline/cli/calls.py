@@ -17,6 +17,7 @@ from threadline.cli._common import (
     table,
 )
 from threadline.items import format_time
+from threadline.turn.children import descendants
 
 
 @click.group()
@@ -31,20 +32,41 @@ def _ms(value: float | None) -> str:
 @calls.command("list")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @branch_option("Only calls on this branch.", default=None)
+@click.option("--children", "with_children", is_flag=True,
+              help="Also the calls of the sub-agent conversations it delegated to (and "
+                   "theirs), after its own, with a total.")
 @json_option()
 @pass_context
-def list_(ctx: Context, conversation_id: str, branch: str | None, as_json: bool) -> None:
+def list_(ctx: Context, conversation_id: str, branch: str | None, with_children: bool,
+          as_json: bool) -> None:
     """A conversation's model calls, in the order they were made."""
-    found = ctx.store().calls(conversation_id, branch=branch)
-    output([c.to_json(with_request=False) for c in found], as_json, lambda: _list(found))
+    store = ctx.store()
+    found = store.calls(conversation_id, branch=branch)
+    if with_children:
+        for child in descendants(store, conversation_id):
+            found += store.calls(child)
+    output([c.to_json(with_request=False) for c in found], as_json,
+           lambda: _list(found, conversation_id if with_children else None))
 
 
-def _list(found: list[ModelCall]) -> None:
-    table([[c.id, c.branch, str(c.turn), str(c.status), str(c.usage.prompt_tokens),
-            str(c.usage.cached_tokens), c.reused_from or "-", str(c.usage.completion_tokens),
-            _ms(c.timings.ttft_ms), _ms(c.timings.total_ms), c.model] for c in found],
-          ["CALL", "BRANCH", "TURN", "STATUS", "PROMPT", "CACHED", "FROM", "OUTPUT", "TTFT_MS",
-           "TOTAL_MS", "MODEL"])
+def _list(found: list[ModelCall], parent: str | None) -> None:
+    rows = [[c.id, c.branch, str(c.turn), str(c.status), str(c.usage.prompt_tokens),
+             str(c.usage.cached_tokens), c.reused_from or "-", str(c.usage.completion_tokens),
+             _ms(c.timings.ttft_ms), _ms(c.timings.total_ms), c.model] for c in found]
+    headers = ["CALL", "BRANCH", "TURN", "STATUS", "PROMPT", "CACHED", "FROM", "OUTPUT",
+               "TTFT_MS", "TOTAL_MS", "MODEL"]
+    if parent is None:
+        table(rows, headers)
+        return
+    table([[("-" if c.conversation_id == parent else c.conversation_id), *row]
+           for c, row in zip(found, rows, strict=True)], ["CHILD", *headers])
+    own = [c for c in found if c.conversation_id == parent]
+    delegated = [c for c in found if c.conversation_id != parent]
+    for label, calls_ in (("own", own), ("delegated", delegated)):
+        click.echo(f"{label}: {len(calls_)} calls, "
+                   f"{sum(c.usage.prompt_tokens for c in calls_):,} prompt / "
+                   f"{sum(c.usage.cached_tokens for c in calls_):,} cached / "
+                   f"{sum(c.usage.completion_tokens for c in calls_):,} output tokens")
 
 
 @calls.command()

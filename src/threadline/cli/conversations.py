@@ -22,6 +22,8 @@ from threadline.cli.compaction import compact, context
 from threadline.items import Branch, Conversation, Item, ItemKind, format_time
 from threadline.stores import ConversationSummary
 from threadline.stores.verify import verify_conversation
+from threadline.turn.children import Child, delegations
+from threadline.turn.delegate import ParentLink, parent_of
 from threadline.turn.fork import fork as fork_branch
 
 _LABEL = {ItemKind.USER: "user", ItemKind.ASSISTANT: "assistant", ItemKind.TOOL_CALL: "tool call",
@@ -63,21 +65,36 @@ def _list(summaries: list[ConversationSummary]) -> None:
 @json_option()
 @pass_context
 def show(ctx: Context, conversation_id: str, branch: str, as_json: bool) -> None:
-    """The items of one branch of a conversation, oldest first."""
+    """The items of one branch of a conversation, oldest first, with the conversation that
+    delegated it (if it is a sub-agent's) and the sub-agent conversations it started."""
     store = ctx.store()
     conversation = store.conversation(conversation_id)
     branches = store.branches(conversation_id)
     items = store.history(conversation_id, branch)
+    parent, children = parent_of(conversation), delegations(store, conversation_id)
     output({"conversation": conversation.to_json(), "branch": branch,
-            "branches": [b.to_json() for b in branches], "items": [i.to_json() for i in items]},
-           as_json, lambda: _show(conversation, branch, branches, items))
+            "branches": [b.to_json() for b in branches], "items": [i.to_json() for i in items],
+            "parent": None if parent is None else parent.to_json(),
+            "children": [c.to_json() for c in children]},
+           as_json, lambda: _show(conversation, branch, branches, items, parent, children))
 
 
 def _show(conversation: Conversation, branch: str, branches: list[Branch],
-          items: Sequence[Item]) -> None:
+          items: Sequence[Item], parent: ParentLink | None, children: list[Child]) -> None:
     click.echo(f"conversation {conversation.id} · created {format_time(conversation.created_at)}")
     if conversation.system:
         click.echo(f"system: {one_line(conversation.system)}")
+    if parent is not None:
+        asked = "from code" if parent.call_id is None else f"tool call {parent.call_id}"
+        click.echo(f"sub-agent {parent.agent} of {parent.conversation_id} (turn {parent.turn}, "
+                   f"{asked}; generation {parent.depth})")
+    for child in children:
+        spent = "" if child.details is None else (
+            f" · {child.details['calls']} calls, {child.details['prompt_tokens']:,} prompt / "
+            f"{child.details['cached_tokens']:,} cached / {child.details['output_tokens']:,} "
+            "output tokens")
+        click.echo(f"   child {child.child_id} ({child.agent}, turn {child.turn}): "
+                   f"{child.status}{spent}")
     for b in branches:
         origin = "" if b.parent is None else f" (forked from item {b.fork_seq} on {b.parent})"
         marker = "*" if b.name == branch else " "

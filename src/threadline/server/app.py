@@ -38,7 +38,7 @@ from threadline.errors import (
     TurnInProgress,
     Unauthorized,
 )
-from threadline.items import format_time, new_id
+from threadline.items import format_time
 from threadline.memory.store import user_id_checked
 from threadline.server import access, guards
 from threadline.server.access import CallerDep
@@ -51,7 +51,9 @@ from threadline.server.streams import (
     resume_position,
     resumed_events,
 )
-from threadline.stores.base import MAIN, Commit, NewConversation
+from threadline.stores.base import MAIN
+from threadline.turn.children import delegations
+from threadline.turn.delegate import Delegation
 from threadline.turn.fork import fork as fork_branch
 from threadline.version import __version__
 
@@ -65,12 +67,21 @@ _STATUS = [(InputError, 400), (Forbidden, 403), (NotFound, 404), (ConflictError,
            (StoreError, 503)]  # Unauthorized: 401, from access.refusal
 
 
+class DelegationBody(BaseModel):
+    max_depth: int = Field(default=1, ge=1, le=8,
+                           description="Generations of sub-agents below the conversation.")
+    max_fanout: int = Field(default=4, ge=1, le=32, description="Delegations per turn.")
+
+
 class NewConversationBody(BaseModel):
     system: str | None = Field(default=None, description="System prompt for the conversation.")
     title: str | None = None
     owner: str | None = Field(
         default=None, description="The user whose conversation it is: only an admin token "
                                   "may name one; a user token's conversations are its user's.")
+    delegation: DelegationBody | None = Field(
+        default=None, description="Let the conversation's turns delegate tasks to the "
+                                  "service's sub-agents (default: the service's setting).")
 
 
 class MessageBody(BaseModel):
@@ -122,10 +133,12 @@ def create_app(engine: Engine, metrics: Metrics | None = None, *,
     def create_conversation(body: NewConversationBody, caller: CallerDep) -> dict[str, Any]:
         named = None if body.owner is None else user_id_checked(body.owner)
         owner = caller.acting_for(named, "owner")
-        cid = new_id("c_")
-        store.commit(Commit(conversation_id=cid, created_at=engine.clock(), expected_head=None,
-                            create=NewConversation(cid, title=body.title, system=body.system,
-                                                   owner=owner)))
+        if body.delegation is not None and not engine.delegator.agents:
+            raise InputError("this service has no sub-agents to delegate to",
+                             hint="leave out 'delegation', or start the service with agents")
+        limits = None if body.delegation is None else Delegation(**body.delegation.model_dump())
+        cid = engine.new_conversation(system=body.system, title=body.title, owner=owner,
+                                      delegation=limits)
         return store.conversation(cid).to_json()
 
     @app.get("/v1/conversations")
@@ -204,6 +217,12 @@ def create_app(engine: Engine, metrics: Metrics | None = None, *,
         access.conversation(caller, store, conversation_id)
         return [c.to_json(with_request=False) for c in store.calls(conversation_id,
                                                                    branch=branch)]
+
+    @app.get("/v1/conversations/{conversation_id}/children")
+    def list_children(conversation_id: str, caller: CallerDep) -> list[Any]:
+        """The sub-agent conversations this one started, in the order they were asked for."""
+        access.conversation(caller, store, conversation_id)
+        return [child.to_json() for child in delegations(store, conversation_id)]
 
     @app.get("/v1/calls/{call_id}")
     def get_call(call_id: str, caller: CallerDep, request: bool = False) -> dict[str, Any]:

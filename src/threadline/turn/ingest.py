@@ -7,9 +7,10 @@ flaky client never creates a second turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from threadline.errors import ClientMessageConflict, InputError
 from threadline.items import Item, ItemKind, NewItem, new_id, validate_text
@@ -57,11 +58,12 @@ def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes:
            conversation_id: str | None = None, branch: str = "main",
            client_msg_id: str | None = None, system: str | None = None,
            context: Sequence[NewItem] = (), lease: LeaseClaim | None = None,
-           follows: int | None = None) -> Ingested:
+           follows: int | None = None, metadata: Mapping[str, Any] | None = None) -> Ingested:
     """Append the user's message (and after it, in the same commit, ``context``: what the
     turn's providers found), taking the conversation's lease in that commit with ``lease``
     (:class:`~threadline.stores.base.LeaseTaken` if another holder has it: nothing written).
-    With ``follows``, only while the branch's head is that item (else TurnSuperseded)."""
+    With ``follows``, only while the branch's head is that item (else TurnSuperseded).
+    A new conversation is created with ``system`` and ``metadata``."""
     text = validate_text(text, max_bytes=max_bytes)
     seen = retried(store, text, conversation_id=conversation_id, branch=branch,
                    client_msg_id=client_msg_id)
@@ -71,7 +73,8 @@ def ingest(store: Store, text: str, *, clock: Callable[[], datetime], max_bytes:
         conversation_id = new_id("c_")
         result = store.commit(Commit(
             conversation_id=conversation_id, created_at=clock(), branch="main",
-            create=NewConversation(conversation_id, system=system), expected_head=None,
+            create=NewConversation(conversation_id, system=system, metadata=metadata or {}),
+            expected_head=None,
             items=[NewItem.user(text, client_msg_id=client_msg_id), *context]))
         return Ingested(conversation_id, "main", result.items[0], created=True,
                         context=tuple(result.items[1:]))

@@ -156,12 +156,16 @@ def run_pending(engine: Responder, conversation_id: str, branch: str,
     try:
         return execute_in_order(engine.toolbox, pending, history, branch,
                                 before_side_effect=before_side_effect, record=record,
-                                tracer=engine.tracer)
+                                tracer=engine.tracer,
+                                check=holding.check if holding is not None else _unwatched)
     except TurnCancelled:
-        history = store.history(conversation_id, branch)
-        for call in pending_calls(history, pending[0]):  # every call left gets an answer
+        for call in _pending(store.history(conversation_id, branch)):  # each left: an answer
             record(not_run(call, "not run: a newer message cancelled this turn"))
         raise
+
+
+def _unwatched() -> None:
+    return None  # a turn in a new conversation: nothing else can cancel it
 
 
 def previous(store: Store, conversation_id: str, branch: str) -> Previous | None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import jsonschema
 
-from threadline.errors import InputError
+from threadline.errors import InputError, TurnCancelled
 from threadline.items import Item, ItemKind, NewItem, canonical_json
 from threadline.request import ToolSpec
 from threadline.trust import fence
@@ -38,15 +38,31 @@ from threadline.turn.trace import QUIET, Step, Tracer
 ToolRun = Callable[[Mapping[str, Any], "ToolContext"], Any]
 
 
+def _not_cancelled() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class ToolContext:
-    """What a running tool may know about where it runs."""
+    """What a running tool may know about where it runs. A long-running tool calls ``check``
+    now and then: it raises :class:`~threadline.errors.TurnCancelled` once a newer message
+    has cancelled the turn (the cancel then ends the turn, as between streamed pieces)."""
 
     conversation_id: str
     branch: str
     turn: int
     call_id: str
     idempotency_key: str  # pass it to whatever the tool changes, so a replay changes it once
+    check: Callable[[], None] = _not_cancelled
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A tool's output with what the log should keep about it beside the text the model is
+    shown (``details``: JSON-serialisable, recorded on the result item, never shown)."""
+
+    text: str
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -116,8 +132,11 @@ class Toolbox:
     def tool(self, name: str) -> Tool | ToolSpec | None:
         return self._by_name.get(name)
 
-    def run(self, call: Item, history: Sequence[Item], branch: str) -> NewItem:
-        """The result item of tool call ``call``: the tool's output, or the guard's error."""
+    def run(self, call: Item, history: Sequence[Item], branch: str,
+            check: Callable[[], None] = _not_cancelled) -> NewItem:
+        """The result item of tool call ``call``: the tool's output, or the guard's error.
+        ``check`` goes to the tool (``ToolContext.check``); a cancel it raises ends the
+        turn rather than becoming the tool's error."""
         content = call.content
         name, call_id = content["name"], content["call_id"]
         tool = self._by_name.get(name)
@@ -144,17 +163,23 @@ class Toolbox:
                                 f"is spent: at most {self.limits.max_side_effects} "
                                 "side-effecting calls")
         context = ToolContext(call.conversation_id, branch, call.turn, call_id,
-                              idempotency_key(call.conversation_id, call.turn, call_id))
+                              idempotency_key(call.conversation_id, call.turn, call_id), check)
         try:
             output = tool.run(content["arguments"], context)
+        except TurnCancelled:
+            raise
         except Exception as err:  # noqa: BLE001 - the model is told; the loop goes on
             return _result(call_id, name, f"error: {type(err).__name__}: {err}", is_error=True,
                            side_effect=tool.side_effect, key=context.idempotency_key,
                            limit=self.limits.max_output_bytes)
+        details: Mapping[str, Any] = {}
+        if isinstance(output, ToolOutput):
+            details, output = output.details, output.text
         text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False,
                                                                  default=str)
         return _result(call_id, name, text, side_effect=tool.side_effect,
-                       key=context.idempotency_key, limit=self.limits.max_output_bytes)
+                       key=context.idempotency_key, limit=self.limits.max_output_bytes,
+                       details=details)
 
 
 def pending_calls(history: Sequence[Item], message: Item) -> list[Item]:
@@ -205,10 +230,13 @@ def _truncate(text: str, limit: int) -> tuple[str, int | None]:
 
 
 def _result(call_id: str, name: str, output: str, *, is_error: bool = False,
-            side_effect: bool = False, key: str | None = None, limit: int) -> NewItem:
+            side_effect: bool = False, key: str | None = None, limit: int,
+            details: Mapping[str, Any] | None = None) -> NewItem:
     text, original = _truncate(output, limit)
     item = NewItem.tool_result(call_id, text, is_error=is_error)
     extra: dict[str, Any] = {"tool": name, "untrusted": True}
+    if details:
+        extra["details"] = dict(details)
     if side_effect:
         extra.update(side_effect=True, idempotency_key=key)
     if original is not None:
@@ -239,19 +267,21 @@ def open_turn(history: Sequence[Item]) -> Item | None:
 
 def execute_in_order(toolbox: Toolbox, calls: Sequence[Item], history: Sequence[Item],
                      branch: str, *, before_side_effect: Callable[[], None],
-                     record: Callable[[NewItem], Item], tracer: Tracer = QUIET) -> list[Item]:
+                     record: Callable[[NewItem], Item], tracer: Tracer = QUIET,
+                     check: Callable[[], None] = _not_cancelled) -> list[Item]:
     """Run ``calls`` and record each result in the order the model asked for them, whatever
     order they finish in. Calls without side effects run concurrently; side-effecting ones
     run one at a time, each after ``before_side_effect`` (which may stop the turn). Each
     runs in a span of ``tracer``, and in a copy of the caller's context (its context
-    variables, the current span among them), whichever thread runs it."""
+    variables, the current span among them), whichever thread runs it; each gets ``check``
+    (``ToolContext.check``)."""
     def side_effect(call: Item) -> bool:
         tool = toolbox.tool(call.content["name"])
         return isinstance(tool, Tool) and tool.side_effect
 
     def run(call: Item) -> NewItem:
         with tracer.span(Step.TOOL_CALL, call.content["name"], call) as span:
-            result = toolbox.run(call, seen, branch)
+            result = toolbox.run(call, seen, branch, check)
             span.record(result)
         return result
 

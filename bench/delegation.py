@@ -1,0 +1,317 @@
+"""Sub-agents: the parent's context with exploration done inline against done in children,
+and the cost of one delegation round trip.
+
+What is measured
+    isolation  Each tau-bench airline trajectory (``../shared/data/tau-bench-trajectories``:
+               a GPT-4o agent's tool calls and their recorded results, a long policy prompt)
+               is replayed through ``Engine.run_turn`` twice, on SQLite with the scripted
+               model answering as the agent did, each tool returning its recorded output:
+               inline    the agent makes every call itself, as recorded;
+               delegated each run of read-only calls (lookups, searches, ``calculate``,
+                         ``think``) becomes one ``delegate`` call; a child replays those calls
+                         in its own conversation and answers with what the agent said next
+                         (or, where it said nothing, the last lookup), cut to the agent's
+                         ``result_tokens``. Calls that change something stay in the parent.
+               Reported: the parent's context at its last call (prompt tokens), its mean
+               over its calls, the total tokens of every call (parent and children, prompt
+               and output), and the bill of every call under ``anthropic-5m`` ($3/M input,
+               each call against its conversation's call before).
+    overhead   One turn with one inline tool call, against one turn whose tool call is a
+               delegation (a child conversation, its turn, its answer); scripted model, no
+               delays, SQLite; the two alternate, each timed per turn.
+
+    .venv/bin/python bench/delegation.py [--limit N] [--overhead-turns N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from threadline.cache.pricing import profile
+from threadline.cache.report import reuse_of
+from threadline.engine import Engine
+from threadline.items import canonical_json
+from threadline.models.scripted import ScriptedModel, ToolCalls
+from threadline.request import Request
+from threadline.stores.sqlite import SQLiteStore
+from threadline.turn.children import descendants
+from threadline.turn.delegate import DELEGATE, Agent, Delegation
+from threadline.turn.tools import Tool, ToolContext, ToolLimits
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / \
+    "tau-bench-trajectories" / "gpt-4o-airline.json"
+READ_ONLY = frozenset({"get_reservation_details", "get_user_details", "search_direct_flight",
+                       "search_onestop_flight", "list_all_airports", "calculate", "think"})
+RESEARCHER = ("You look things up for an airline agent: reservations, users, flights. Call "
+              "the tools you need, then answer with what you found, briefly.")
+ANY_ARGUMENTS = {"type": "object"}
+RESULT_TOKENS = 200
+
+
+@dataclass
+class Step:
+    """One model call of the agent: its tool calls (name, arguments, recorded output) and
+    its text."""
+
+    text: str
+    calls: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+
+    @property
+    def read_only(self) -> bool:
+        return bool(self.calls) and all(name in READ_ONLY for name, _, _ in self.calls)
+
+
+@dataclass
+class Turn:
+    user: str
+    steps: list[Step]
+
+
+def trajectories(path: Path, limit: int | None) -> list[tuple[str, list[Turn]]]:
+    out = []
+    for record in json.loads(path.read_text("utf-8"))[:limit]:
+        system, turns = "", []
+        outputs: dict[str, str] = {}
+        for message in record["traj"]:
+            if message["role"] == "tool":
+                outputs[message["tool_call_id"]] = message["content"] or ""
+        for message in record["traj"]:
+            role = message["role"]
+            if role == "system":
+                system = message["content"]
+            elif role == "user":
+                turns.append(Turn(message["content"] or " ", []))
+            elif role == "assistant" and turns:
+                calls = [(c["function"]["name"], json.loads(c["function"]["arguments"]),
+                          outputs.get(c["id"], "")) for c in message.get("tool_calls") or []]
+                turns[-1].steps.append(Step(message.get("content") or "", calls))
+        out.append((system, [t for t in turns if t.steps]))
+    return out
+
+
+class Recorded:
+    """Tools that return what the trajectory recorded for the same name and arguments."""
+
+    def __init__(self) -> None:
+        self.outputs: dict[tuple[str, str], deque[str]] = defaultdict(deque)
+
+    def expect(self, name: str, arguments: Mapping[str, Any], output: str) -> None:
+        self.outputs[(name, canonical_json(dict(arguments)))].append(output)
+
+    def tool(self, name: str) -> Tool:
+        def run(arguments: Mapping[str, Any], context: ToolContext) -> str:
+            found = self.outputs[(name, canonical_json(dict(arguments)))]
+            return found.popleft() if found else ""
+        return Tool(name, f"The airline's {name} tool.", ANY_ARGUMENTS, run)
+
+
+class Script:
+    """The scripted agent's replies, one queue for the parent and one for its children,
+    told apart by the system prompt."""
+
+    def __init__(self) -> None:
+        self.parent: deque[str | ToolCalls] = deque()
+        self.child: deque[str | ToolCalls] = deque()
+
+    def reply(self, request: Request) -> str | ToolCalls:
+        system = request.messages[0].content if request.messages else ""
+        queue = self.child if system == RESEARCHER else self.parent
+        return queue.popleft() if queue else "(nothing scripted)"
+
+
+def _calls(step: Step) -> ToolCalls:
+    return ToolCalls(tuple((name, args) for name, args, _ in step.calls), step.text)
+
+
+def script_inline(turn: Turn, script: Script, recorded: Recorded) -> None:
+    for step in turn.steps:
+        for name, args, output in step.calls:
+            recorded.expect(name, args, output)
+        script.parent.append(_calls(step) if step.calls else step.text)
+    if turn.steps[-1].calls:
+        script.parent.append("")  # the turn's last call: the loop asks once more
+
+
+def script_delegated(turn: Turn, script: Script, recorded: Recorded) -> None:
+    steps, i = turn.steps, 0
+    while i < len(steps):
+        if not steps[i].read_only:
+            for name, args, output in steps[i].calls:
+                recorded.expect(name, args, output)
+            script.parent.append(_calls(steps[i]) if steps[i].calls else steps[i].text)
+            i += 1
+            continue
+        episode = []
+        while i < len(steps) and steps[i].read_only:
+            episode.append(steps[i])
+            i += 1
+        for step in episode:
+            for name, args, output in step.calls:
+                recorded.expect(name, args, output)
+            script.child.append(_calls(step))
+        after = steps[i].text if i < len(steps) and steps[i].text else ""
+        script.child.append(after or episode[-1].calls[-1][2] or "nothing found")
+        task = f"For this request, look up what is needed: {turn.user}"
+        script.parent.append(ToolCalls.of((DELEGATE, {"agent": "researcher", "task": task})))
+    if turn.steps[-1].calls:
+        script.parent.append("")
+
+
+@dataclass
+class Arm:
+    conversations: int = 0
+    parent_last: list[int] = field(default_factory=list)
+    parent_mean: list[float] = field(default_factory=list)
+    total_tokens: int = 0
+    parent_calls: int = 0
+    child_calls: int = 0
+    children: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"conversations": self.conversations,
+                "parent_context_tokens_last": sum(self.parent_last),
+                "parent_context_tokens_mean_per_call": round(statistics.fmean(self.parent_mean),
+                                                             1),
+                "total_tokens": self.total_tokens, "parent_calls": self.parent_calls,
+                "child_calls": self.child_calls, "children": self.children,
+                "cost_usd": round(self.cost_usd, 4), "seconds": round(self.seconds, 2)}
+
+
+def isolation(runs: Sequence[tuple[str, list[Turn]]], delegated: bool, folder: Path) -> Arm:
+    arm = Arm()
+    pricing = profile("anthropic-5m")
+    started = time.perf_counter()
+    store = SQLiteStore(folder / ("delegated.db" if delegated else "inline.db"))
+    for system, turns in runs:
+        script, recorded = Script(), Recorded()
+        names = sorted({name for t in turns for s in t.steps for name, _, _ in s.calls})
+        reads = [recorded.tool(n) for n in names if n in READ_ONLY]
+        writes = [recorded.tool(n) for n in names if n not in READ_ONLY]
+        model = ScriptedModel(default=script.reply)
+        if delegated:
+            agent = Agent("researcher", "Looks up reservations, users and flights.",
+                          RESEARCHER, tools=reads, limits=ToolLimits(max_rounds=64),
+                          result_tokens=RESULT_TOKENS)
+            engine = Engine(store, model, system=system, tools=writes, agents=[agent],
+                            delegation=Delegation(max_fanout=32),
+                            tool_limits=ToolLimits(max_rounds=64))
+        else:
+            engine = Engine(store, model, system=system, tools=[*reads, *writes],
+                            tool_limits=ToolLimits(max_rounds=64))
+        cid = None
+        for turn in turns:
+            (script_delegated if delegated else script_inline)(turn, script, recorded)
+            cid = engine.run_turn(turn.user, conversation_id=cid).conversation_id
+        assert cid is not None
+        own = store.calls(cid)
+        below = [c for child in descendants(store, cid) for c in store.calls(child)]
+        arm.conversations += 1
+        arm.parent_last.append(own[-1].usage.prompt_tokens)
+        arm.parent_mean.append(statistics.fmean(c.usage.prompt_tokens for c in own))
+        arm.parent_calls += len(own)
+        arm.child_calls += len(below)
+        arm.children += len(descendants(store, cid))
+        arm.total_tokens += sum(c.usage.prompt_tokens + c.usage.completion_tokens
+                                for c in (*own, *below))
+        arm.cost_usd += sum(r.cost_usd for r in reuse_of(own, pricing, 3.0))
+        for child in descendants(store, cid):
+            arm.cost_usd += sum(r.cost_usd for r in reuse_of(store.calls(child), pricing, 3.0))
+    arm.seconds = time.perf_counter() - started
+    store.close()
+    return arm
+
+
+def overhead(turns: int, folder: Path) -> dict[str, Any]:
+    """Per-turn time of a turn with one inline tool call against one with a delegation."""
+    lookup = Tool("lookup", "Look a thing up.", ANY_ARGUMENTS, lambda a, c: "found: 42")
+    agent = Agent("researcher", "Looks things up.", RESEARCHER, tools=[lookup])
+
+    def parent(request: Request) -> str | ToolCalls:
+        if request.messages[0].content == RESEARCHER:
+            return "found: 42"
+        if request.messages[-1].role == "tool":
+            return "The answer is 42."
+        return ToolCalls.of((DELEGATE, {"agent": "researcher", "task": "look it up"})
+                            if delegating else ("lookup", {"q": "it"}))
+
+    model = ScriptedModel(default=parent)
+    store = SQLiteStore(folder / "overhead.db")
+    inline = Engine(store, model, tools=[lookup])
+    delegate = Engine(store, model, agents=[agent], delegation=Delegation())
+    conversations = {"inline": inline.new_conversation(),
+                     "delegated": delegate.new_conversation()}
+    times: dict[str, list[float]] = {"inline": [], "delegated": []}
+    for n in range(2 * turns + 20):
+        name = "inline" if n % 2 == 0 else "delegated"
+        delegating = name == "delegated"
+        engine = delegate if delegating else inline
+        started = time.perf_counter()
+        engine.run_turn(f"question {n}", conversation_id=conversations[name])
+        if n >= 20:  # the first rounds warm the caches
+            times[name].append((time.perf_counter() - started) * 1000)
+    store.close()
+    p50 = {k: statistics.median(v) for k, v in times.items()}
+    return {"turns_each": turns, "inline_p50_ms": round(p50["inline"], 3),
+            "delegated_p50_ms": round(p50["delegated"], 3),
+            "ratio": round(p50["delegated"] / p50["inline"], 3)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, default=None, help="Trajectories (all: 200).")
+    parser.add_argument("--overhead-turns", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="5 runs, 20 turns: a smoke test.")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.limit, args.overhead_turns = 5, 20
+    if not DATA.exists():
+        print(f"the tau-bench runs are not at {DATA}", file=sys.stderr)
+        return 2
+    runs = trajectories(DATA, args.limit)
+    with tempfile.TemporaryDirectory() as folder:
+        inline = isolation(runs, False, Path(folder))
+        delegated = isolation(runs, True, Path(folder))
+        cost = overhead(args.overhead_turns, Path(folder))
+    result = {
+        "benchmark": "delegation",
+        "data": "tau-bench airline, gpt-4o trajectories", "trajectories": len(runs),
+        "inline": inline.to_json(), "delegated": delegated.to_json(),
+        "parent_context_ratio_last": round(sum(delegated.parent_last) / sum(inline.parent_last),
+                                           3),
+        "parent_context_ratio_mean": round(statistics.fmean(delegated.parent_mean) /
+                                           statistics.fmean(inline.parent_mean), 3),
+        "total_token_multiplier": round(delegated.total_tokens / inline.total_tokens, 3),
+        "cost_multiplier": round(delegated.cost_usd / inline.cost_usd, 3),
+        "overhead": cost}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for name in ("inline", "delegated"):
+        arm = result[name]
+        print(f"{name:>9}: parent context at its last call {arm['parent_context_tokens_last']:,}"
+              f" tokens (mean per call {arm['parent_context_tokens_mean_per_call']:,}), total "
+              f"{arm['total_tokens']:,} tokens over {arm['parent_calls']} parent and "
+              f"{arm['child_calls']} child calls, ${arm['cost_usd']:.2f}")
+    print(f"parent context, delegated ÷ inline: {result['parent_context_ratio_last']} at the "
+          f"last call, {result['parent_context_ratio_mean']} per call; total tokens "
+          f"×{result['total_token_multiplier']}, cost ×{result['cost_multiplier']}")
+    print(f"one turn, p50: inline tool call {cost['inline_p50_ms']} ms, delegation "
+          f"{cost['delegated_p50_ms']} ms: ×{cost['ratio']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

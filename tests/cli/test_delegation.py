@@ -1,0 +1,52 @@
+"""The CLI shows a conversation's sub-agents: their links, their calls, their bill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.conftest import Invoke
+from tests.turn.test_delegate import Searches, delegating, explorer, researcher, routed
+from threadline.engine import Engine
+from threadline.stores.sqlite import SQLiteStore
+from threadline.turn.delegate import Delegation
+
+
+def _delegated(home: Path) -> tuple[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStore(home / "threadline.db")
+    model = routed(delegating("find the founding year"), explorer(2))
+    engine = Engine(store, model, agents=[researcher(Searches())], delegation=Delegation())
+    cid = engine.run_turn("When was it founded?").conversation_id
+    child = store.history(cid)[2].content["details"]["child"]
+    store.close()
+    return cid, child
+
+
+def test_conversations_show_names_the_parent_and_the_children(tl: Invoke, home: Path) -> None:
+    cid, child = _delegated(home)
+    parent = tl("conversations", "show", cid)
+    assert parent.code == 0 and f"child {child} (researcher, turn 1): done · 3 calls" in \
+        parent.out
+    shown = tl("conversations", "show", child, "--json").json()
+    assert shown["parent"]["conversation_id"] == cid and shown["parent"]["depth"] == 1
+    assert shown["children"] == []
+    assert f"sub-agent researcher of {cid}" in tl("conversations", "show", child).out
+    listed = tl("conversations", "show", cid, "--json").json()["children"]
+    assert [c["child"] for c in listed] == [child] and listed[0]["calls"] == 3
+
+
+def test_calls_and_the_cache_report_roll_the_children_up(tl: Invoke, home: Path) -> None:
+    cid, child = _delegated(home)
+    own = tl("calls", "list", cid, "--json").json()
+    every = tl("calls", "list", cid, "--children", "--json").json()
+    assert len(own) == 2 and len(every) == 5
+    assert [c["conversation_id"] for c in every[2:]] == [child] * 3
+    text = tl("calls", "list", cid, "--children").out
+    assert text.splitlines()[0].split()[:2] == ["CHILD", "CALL"]
+    assert "own: 2 calls" in text and "delegated: 3 calls" in text
+    report = tl("cache", "report", cid, "--children", "--json").json()
+    [below] = report["children"]
+    assert below["conversation_id"] == child and below["calls"] == 3
+    assert report["total_cost_usd"] == round(report["cost_usd"] + below["cost_usd"], 6)
+    assert "children" not in tl("cache", "report", cid, "--json").json()
+    assert "with its sub-agents: $" in tl("cache", "report", cid, "--children").out
