@@ -16,11 +16,22 @@ What is measured
                over its calls, the total tokens of every call (parent and children, prompt
                and output), and the bill of every call under ``anthropic-5m`` ($3/M input,
                each call against its conversation's call before).
+    research   A corpus task of our own with dead ends, on real text: the ShareGPT sample
+               (``../shared/data/sharegpt-sample-1000``) as an archive searched with
+               threadline's own corpus search (SQLite FTS5), one conversation per task to
+               find from a phrase of its first message. The agent's moves are fixed in
+               advance from the real search results: a broad search (the question's three
+               longest words), read its top three hits, a search for the phrase (to confirm,
+               or to look further), read its new hits in order until the right one (at most
+               three), answer with its id and the start of its first reply. Inline, the
+               parent makes those calls; delegated, one child does, and the parent answers
+               with the child's answer. Reads return 4,000 characters, searches five
+               400-character passages.
     overhead   One turn with one inline tool call, against one turn whose tool call is a
                delegation (a child conversation, its turn, its answer); scripted model, no
                delays, SQLite; the two alternate, each timed per turn.
 
-    .venv/bin/python bench/delegation.py [--limit N] [--overhead-turns N] [--json]
+    .venv/bin/python bench/delegation.py [--limit N] [--tasks N] [--overhead-turns N] [--json]
 """
 
 from __future__ import annotations
@@ -43,13 +54,16 @@ from threadline.engine import Engine
 from threadline.items import canonical_json
 from threadline.models.scripted import ScriptedModel, ToolCalls
 from threadline.request import Request
+from threadline.retrieval.corpus import Corpus, Document
 from threadline.stores.sqlite import SQLiteStore
 from threadline.turn.children import descendants
 from threadline.turn.delegate import DELEGATE, Agent, Delegation
 from threadline.turn.tools import Tool, ToolContext, ToolLimits
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / \
-    "tau-bench-trajectories" / "gpt-4o-airline.json"
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+DATA = SHARED / "tau-bench-trajectories" / "gpt-4o-airline.json"
+SHAREGPT = SHARED / "sharegpt-sample-1000" / "sharegpt_sample_1000.jsonl"
+ARCHIVIST = "You help people find conversations in the archive and say what was answered."
 READ_ONLY = frozenset({"get_reservation_details", "get_user_details", "search_direct_flight",
                        "search_onestop_flight", "list_all_airports", "calculate", "think"})
 RESEARCHER = ("You look things up for an airline agent: reservations, users, flights. Call "
@@ -215,22 +229,132 @@ def isolation(runs: Sequence[tuple[str, list[Turn]]], delegated: bool, folder: P
             (script_delegated if delegated else script_inline)(turn, script, recorded)
             cid = engine.run_turn(turn.user, conversation_id=cid).conversation_id
         assert cid is not None
-        own = store.calls(cid)
-        below = [c for child in descendants(store, cid) for c in store.calls(child)]
-        arm.conversations += 1
-        arm.parent_last.append(own[-1].usage.prompt_tokens)
-        arm.parent_mean.append(statistics.fmean(c.usage.prompt_tokens for c in own))
-        arm.parent_calls += len(own)
-        arm.child_calls += len(below)
-        arm.children += len(descendants(store, cid))
-        arm.total_tokens += sum(c.usage.prompt_tokens + c.usage.completion_tokens
-                                for c in (*own, *below))
-        arm.cost_usd += sum(r.cost_usd for r in reuse_of(own, pricing, 3.0))
-        for child in descendants(store, cid):
-            arm.cost_usd += sum(r.cost_usd for r in reuse_of(store.calls(child), pricing, 3.0))
+        _account(arm, store, cid, pricing)
     arm.seconds = time.perf_counter() - started
     store.close()
     return arm
+
+
+def _archive(limit: int) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """The archive (id → text) and the tasks: (target id, question, answer)."""
+    texts, tasks = {}, []
+    for line in SHAREGPT.read_text("utf-8").splitlines():
+        record = json.loads(line)
+        turns = record["conversations"]
+        text = "\n".join(f"{t['from']}: {t['value']}" for t in turns)
+        texts[record["id"]] = text[:8000]
+        first = next((t["value"] for t in turns if t["from"] == "human"), "")
+        reply = next((t["value"] for t in turns if t["from"] == "gpt"), "")
+        words = first.split()
+        if len(words) >= 12 and reply and len(tasks) < limit and len(texts) % 7 == 0:
+            tasks.append((record["id"], " ".join(words[:15]),
+                          f"{record['id']}: {' '.join(reply.split()[:60])}"))
+    return texts, tasks
+
+
+def _moves(corpus: Corpus, target: str, question: str) -> list[tuple[str, dict[str, Any]]]:
+    """The agent's calls for one task, fixed from what the searches really return."""
+    broad = " ".join(sorted(question.split(), key=len, reverse=True)[:3])
+    moves: list[tuple[str, dict[str, Any]]] = [("search", {"query": broad})]
+    first = _sources(corpus, broad)[:3]
+    moves += [("read", {"id": s}) for s in first]
+    moves.append(("search", {"query": question}))  # to confirm, or to look further
+    for source in [s for s in _sources(corpus, question) if s not in first][:3]:
+        if target in first:
+            break
+        moves.append(("read", {"id": source}))
+        if source == target:
+            break
+    return moves
+
+
+def _sources(corpus: Corpus, query: str) -> list[str]:
+    seen: list[str] = []
+    for passage in corpus.search("archive", query, limit=5):
+        if passage.source not in seen:
+            seen.append(passage.source)
+    return seen
+
+
+def research(tasks: int, folder: Path) -> dict[str, Any]:
+    texts, chosen = _archive(tasks)
+    inline = _research_arm(False, texts, chosen, folder)
+    delegated = _research_arm(True, texts, chosen, folder)
+    store = SQLiteStore(folder / "research-False.db")  # what the agent's moves were
+    corpus = Corpus(store)
+    moves = [(target, _moves(corpus, target, question)) for target, question, _ in chosen]
+    store.close()
+    reads = [(target, m[1]["id"]) for target, found in moves for m in found if m[0] == "read"]
+    return {"tasks": len(chosen),
+            "searches": sum(m[0] == "search" for _, found in moves for m in found),
+            "reads": len(reads), "dead_end_reads": sum(t != r for t, r in reads),
+            "found": sum(any(r == t for t2, r in reads if t2 == t) for t, _ in moves),
+            "inline": inline.to_json(), "delegated": delegated.to_json(),
+            "parent_context_ratio_last": round(sum(delegated.parent_last) /
+                                               sum(inline.parent_last), 3),
+            "total_token_multiplier": round(delegated.total_tokens / inline.total_tokens, 3),
+            "cost_multiplier": round(delegated.cost_usd / inline.cost_usd, 3)}
+
+
+def _research_arm(delegated: bool, texts: Mapping[str, str],
+                  chosen: Sequence[tuple[str, str, str]], folder: Path) -> Arm:
+    store = SQLiteStore(folder / f"research-{delegated}.db")
+    corpus = Corpus(store)
+    corpus.add("archive", [Document(source, text) for source, text in texts.items()])
+
+    def search(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        return json.dumps([{"id": p.source, "text": p.text[:400]} for p in
+                           corpus.search("archive", str(arguments["query"]), limit=5)])
+
+    def read(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        return texts.get(str(arguments["id"]), "no such conversation")[:4000]
+
+    tools = [Tool("search", "Search the archive.", ANY_ARGUMENTS, search),
+             Tool("read", "Read one conversation of the archive.", ANY_ARGUMENTS, read)]
+    script = Script()
+    model = ScriptedModel(default=script.reply)
+    if delegated:
+        agent = Agent("researcher", "Searches and reads the archive.", RESEARCHER, tools=tools,
+                      limits=ToolLimits(max_rounds=16), result_tokens=RESULT_TOKENS)
+        engine = Engine(store, model, system=ARCHIVIST, agents=[agent],
+                        delegation=Delegation())
+    else:
+        engine = Engine(store, model, system=ARCHIVIST, tools=tools,
+                        tool_limits=ToolLimits(max_rounds=16))
+    arm, pricing = Arm(), profile("anthropic-5m")
+    started = time.perf_counter()
+    for target, question, answer in chosen:
+        ask = f"Find the conversation where someone asked: \"{question}\". What was " \
+              "answered first?"
+        moves = [ToolCalls.of(move) for move in _moves(corpus, target, question)]
+        if delegated:
+            script.parent.append(ToolCalls.of((DELEGATE, {"agent": "researcher",
+                                                          "task": ask})))
+            script.child.extend([*moves, answer])
+        else:
+            script.parent.extend(moves)
+        script.parent.append(answer)
+        _account(arm, store, engine.run_turn(ask).conversation_id, pricing)
+    arm.seconds = time.perf_counter() - started
+    store.close()
+    return arm
+
+
+def _account(arm: Arm, store: SQLiteStore, cid: str, pricing: Any) -> None:
+    own = store.calls(cid)
+    children = descendants(store, cid)
+    below = [c for child in children for c in store.calls(child)]
+    arm.conversations += 1
+    arm.parent_last.append(own[-1].usage.prompt_tokens)
+    arm.parent_mean.append(statistics.fmean(c.usage.prompt_tokens for c in own))
+    arm.parent_calls += len(own)
+    arm.child_calls += len(below)
+    arm.children += len(children)
+    arm.total_tokens += sum(c.usage.prompt_tokens + c.usage.completion_tokens
+                            for c in (*own, *below))
+    arm.cost_usd += sum(r.cost_usd for r in reuse_of(own, pricing, 3.0))
+    for child in children:
+        arm.cost_usd += sum(r.cost_usd for r in reuse_of(store.calls(child), pricing, 3.0))
 
 
 def overhead(turns: int, folder: Path) -> dict[str, Any]:
@@ -271,12 +395,13 @@ def overhead(turns: int, folder: Path) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="Trajectories (all: 200).")
+    parser.add_argument("--tasks", type=int, default=40, help="Research tasks.")
     parser.add_argument("--overhead-turns", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="5 runs, 20 turns: a smoke test.")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.limit, args.overhead_turns = 5, 20
+        args.limit, args.tasks, args.overhead_turns = 5, 3, 20
     if not DATA.exists():
         print(f"the tau-bench runs are not at {DATA}", file=sys.stderr)
         return 2
@@ -284,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         inline = isolation(runs, False, Path(folder))
         delegated = isolation(runs, True, Path(folder))
+        searching = research(args.tasks, Path(folder))
         cost = overhead(args.overhead_turns, Path(folder))
     result = {
         "benchmark": "delegation",
@@ -295,7 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            statistics.fmean(inline.parent_mean), 3),
         "total_token_multiplier": round(delegated.total_tokens / inline.total_tokens, 3),
         "cost_multiplier": round(delegated.cost_usd / inline.cost_usd, 3),
-        "overhead": cost}
+        "research": searching, "overhead": cost}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -308,6 +434,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"parent context, delegated ÷ inline: {result['parent_context_ratio_last']} at the "
           f"last call, {result['parent_context_ratio_mean']} per call; total tokens "
           f"×{result['total_token_multiplier']}, cost ×{result['cost_multiplier']}")
+    print(f"research ({searching['tasks']} tasks, {searching['searches']} searches, "
+          f"{searching['reads']} reads of which {searching['dead_end_reads']} dead ends, "
+          f"{searching['found']} found): parent context delegated ÷ inline "
+          f"{searching['parent_context_ratio_last']} at its last call "
+          f"({searching['delegated']['parent_context_tokens_last']:,} against "
+          f"{searching['inline']['parent_context_tokens_last']:,}); total tokens "
+          f"×{searching['total_token_multiplier']}, cost ×{searching['cost_multiplier']}")
     print(f"one turn, p50: inline tool call {cost['inline_p50_ms']} ms, delegation "
           f"{cost['delegated_p50_ms']} ms: ×{cost['ratio']}")
     return 0

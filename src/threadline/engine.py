@@ -89,6 +89,9 @@ class Engine:
         # sub-agents (turn/delegate.py): offered to conversations whose metadata allows it;
         # ``delegation``: the limits this engine gives the conversations it starts
         self.delegator = Delegator(self, agents, self._child_engine)
+        if delegation is not None and not agents:
+            raise InputError("delegation limits were given, but no agents to delegate to",
+                             hint="pass agents=[Agent(...)], or leave delegation out")
         self.delegation = delegation
         self.toolbox = Toolbox([*tools, *self.delegator.tools],  # the tool loop's harness
                                tool_limits or ToolLimits())

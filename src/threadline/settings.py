@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -46,6 +47,12 @@ class Settings:
     # N turns (providers/goal.py); None: never
     remind_every: int | None = None
     remind: str = "goal"  # goal | policy | both
+    # sub-agents (docs/delegation.md): "package.module:NAME", a sequence of threadline.Agent
+    # (or a function returning one) the CLI's and the service's engines delegate to
+    agents: str | None = None
+    # (max_depth, max_fanout) for the conversations they start; None: delegation off unless
+    # a conversation is created with it (POST /v1/conversations {"delegation": …})
+    delegation: tuple[int, int] | None = None
     memory_dense: bool = False  # recall memories with embeddings too (the dense extra)
     # standing constraints found by the embedding classifier with the rules (the dense extra);
     # off unless asked for: it embeds every user message once, where the rules cost ~0.1 ms
@@ -116,6 +123,16 @@ class Settings:
                                                                  value))
         if value := environ.get("THREADLINE_REMIND"):
             settings = settings.with_(remind=parse_remind(value))
+        if value := environ.get("THREADLINE_AGENTS"):
+            if not re.fullmatch(r"[\w.]+:\w+", value.strip()):
+                raise InputError(f"THREADLINE_AGENTS must name a module and an attribute, "
+                                 f"as package.module:NAME; got {value!r}")
+            settings = settings.with_(agents=value.strip())
+        if value := environ.get("THREADLINE_DELEGATION"):
+            depth, _, fanout = value.partition(",")
+            settings = settings.with_(delegation=(
+                _positive_int("THREADLINE_DELEGATION (max depth)", depth.strip()),
+                _positive_int("THREADLINE_DELEGATION (max fan-out)", fanout.strip() or "4")))
         if value := environ.get("THREADLINE_MEMORY_DENSE"):
             settings = settings.with_(memory_dense=_flag(value))
         if value := environ.get("THREADLINE_CONSTRAINT_CLASSIFIER"):

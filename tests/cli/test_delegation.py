@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.conftest import Invoke
+import pytest
+
+from tests.cli.conftest import Invoke, snapshot
 from tests.turn.test_delegate import Searches, delegating, explorer, researcher, routed
 from threadline.engine import Engine
 from threadline.stores.sqlite import SQLiteStore
@@ -50,3 +52,37 @@ def test_calls_and_the_cache_report_roll_the_children_up(tl: Invoke, home: Path)
     assert report["total_cost_usd"] == round(report["cost_usd"] + below["cost_usd"], 6)
     assert "children" not in tl("cache", "report", cid, "--json").json()
     assert "with its sub-agents: $" in tl("cache", "report", cid, "--children").out
+
+
+AGENTS = "tests.cli.agents_fixture:AGENTS"
+
+
+def test_the_cli_engine_delegates_to_the_agents_the_settings_name(tl: Invoke) -> None:
+    for spec in (AGENTS, "tests.cli.agents_fixture:agents"):
+        env = {"THREADLINE_AGENTS": spec, "THREADLINE_DELEGATION": "2,3"}
+        cid = tl("chat", "--once", "hello", "--json", env=env).json()["conversation_id"]
+        shown = tl("conversations", "show", cid, "--json").json()
+        assert shown["conversation"]["metadata"]["delegation"] == {"max_depth": 2,
+                                                                   "max_fanout": 3}
+    plain = tl("chat", "--once", "hello", "--json", env={"THREADLINE_AGENTS": AGENTS}).json()
+    shown = tl("conversations", "show", plain["conversation_id"], "--json").json()
+    assert "delegation" not in shown["conversation"]["metadata"]  # off unless asked for
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"THREADLINE_AGENTS": "no_such_module_here:AGENTS"}, "cannot import the agents' module"),
+    ({"THREADLINE_AGENTS": "tests.cli.agents_fixture:MISSING"}, "has no 'MISSING'"),
+    ({"THREADLINE_AGENTS": "tests.cli.agents_fixture:NOT_AGENTS"},
+     "not a non-empty sequence of threadline.Agent"),
+    ({"THREADLINE_AGENTS": "just-a-name"}, "must name a module and an attribute"),
+    ({"THREADLINE_AGENTS": AGENTS, "THREADLINE_DELEGATION": "0,2"}, "positive integer"),
+    ({"THREADLINE_DELEGATION": "1,2"}, "no agents to delegate to"),
+])
+def test_bad_agent_settings_are_refused_and_change_nothing(tl: Invoke, home: Path,
+                                                           env: dict[str, str],
+                                                           message: str) -> None:
+    tl("chat", "--once", "first", "--json")
+    before = snapshot(home)
+    run = tl("chat", "--once", "hello", env=env)
+    assert run.code != 0 and message in run.err
+    assert snapshot(home) == before

@@ -25,6 +25,7 @@ from threadline.settings import Settings
 from threadline.standard import constraint_detector, standard_engine
 from threadline.stores import MAIN, Store, open_store
 from threadline.tracing import from_environment
+from threadline.turn.delegate import Delegation, agents_at
 from threadline.turn.hooks import TurnHook
 from threadline.turn.observe import Observer
 
@@ -107,7 +108,11 @@ class Context:
                                policy=policy_for(model), corpora=self._corpora,
                                recall=self.recall() if store.memory is not None else False,
                                constraints=self.constraint_detector(),
-                               hooks=hooks, observer=observer, tracer=tracing)
+                               hooks=hooks, observer=observer, tracer=tracing,
+                               agents=() if settings.agents is None
+                               else agents_at(settings.agents),
+                               delegation=None if settings.delegation is None
+                               else Delegation(*settings.delegation))
 
 
 pass_context = click.make_pass_decorator(Context)

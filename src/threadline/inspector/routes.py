@@ -32,6 +32,8 @@ from threadline.server.streams import resume_position, resumed_events
 from threadline.stores.base import MAIN
 from threadline.stores.browse import lineage as lineage_of
 from threadline.stores.tokens import secret_hash
+from threadline.turn.children import delegations
+from threadline.turn.delegate import parent_of
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 standing = StandingFold()
@@ -74,7 +76,8 @@ def conversation(request: Request, conversation_id: str, caller: CallerDep,
                   tree=branches.tree(inspector, conversation_id), page=shown,
                   standing=standing.of(inspector, conversation_id, line), running=running,
                   turns=None if turns is None else size, shown=timeline.shown,
-                  describe=timeline.describe)
+                  describe=timeline.describe, parent=parent_of(found),
+                  children=delegations(inspector.store, conversation_id))
 
 
 @router.get("/generations/{generation_id}/events", name="inspector-events")

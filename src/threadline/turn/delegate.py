@@ -22,6 +22,7 @@ per turn) is offered the tools; a child inherits the limits one generation down.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -221,3 +222,28 @@ def bounded(text: str, limit: int, count: Callable[[str], int]) -> tuple[str, bo
         else:
             high = middle - 1
     return " ".join(words[:low]), True
+
+
+def agents_at(spec: str) -> tuple[Agent, ...]:
+    """The agents named by ``spec``, "package.module:NAME": a sequence of :class:`Agent`, or
+    a function of no arguments that returns one (``THREADLINE_AGENTS``)."""
+    module_name, _, attribute = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise InputError(f"cannot import the agents' module {module_name!r}: {err}",
+                         hint="THREADLINE_AGENTS names an importable module, as "
+                              "package.module:NAME; check the name and PYTHONPATH") from None
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise InputError(f"module {module_name!r} has no {attribute!r}",
+                         hint="THREADLINE_AGENTS is package.module:NAME, NAME a sequence of "
+                              "threadline.Agent or a function returning one")
+    if callable(found):
+        found = found()
+    agents = tuple(found) if isinstance(found, Sequence) and not isinstance(found, str) \
+        else None
+    if not agents or not all(isinstance(a, Agent) for a in agents):
+        raise InputError(f"{spec} is not a non-empty sequence of threadline.Agent",
+                         hint="define NAME = [Agent(...), ...] in the module")
+    return agents
