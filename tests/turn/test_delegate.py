@@ -407,3 +407,19 @@ def test_a_childs_budget_is_its_agents(store: SQLiteStore) -> None:
     assert len(search.runs) == 2  # two rounds of tools, then it had to answer
     assert len(store.calls(child)) == 3
     assert store.calls(child)[-1].request is None  # listed: the request is not carried
+
+
+def test_a_child_that_runs_long_compacts_in_its_own_log(store: SQLiteStore) -> None:
+    from threadline.compaction.plan import Policy
+    from threadline.standard import standard_engine
+
+    model = routed(delegating("explore"), explorer(8))
+    engine = standard_engine(store, model, agents=[researcher(Searches())], delegation=ON,
+                             policy=Policy(high_water=900, low_water=400, profile="none",
+                                           keep_tool_results=1, clear_at_least=100))
+    cid = engine.run_turn("go").conversation_id
+    child = descendants(store, cid)[0]
+    assert any(i.kind is ItemKind.COMPACTION for i in store.history(child))
+    assert not any(i.kind is ItemKind.COMPACTION for i in store.history(cid))
+    assert store.history(child)[-1].kind is ItemKind.ASSISTANT
+    assert verify_conversation(store, child) == []
