@@ -40,6 +40,8 @@ FAMILIES = {
     "threadline_lease_rejects": ("counter", {"reason"}),
     "threadline_lease_cancels": ("counter", set()),
     "threadline_errors": ("counter", {"type"}),
+    "threadline_delegations": ("counter", {"status"}),
+    "threadline_delegated_tokens": ("counter", {"kind"}),
 }
 VALID = json.dumps({"facts": [{"text": "I live in Oslo", "about": "home"}]})
 
@@ -163,3 +165,26 @@ def test_metrics_are_an_admins_once_tokens_are_required(store: Store) -> None:
     assert refused.status_code == 403 and refused.json()["error"]["type"] == "Forbidden"
     assert client.get("/metrics", headers={"Authorization": f"Bearer {admin}"}
                       ).status_code == 200
+
+
+def test_delegations_are_counted_with_what_their_children_spent(store: Store) -> None:
+    from tests.turn.test_delegate import Searches, delegating, explorer, researcher, routed
+    from threadline.turn.delegate import Delegation
+
+    metrics = Metrics()
+    model = routed(delegating("one", "two", "three"), explorer(1))
+    engine = standard_engine(store, model, hooks=[metrics.hook], observer=metrics,
+                             agents=[researcher(Searches())],
+                             delegation=Delegation(max_fanout=2))
+    client = TestClient(create_app(engine, metrics))
+    cid = client.post("/v1/conversations", json={}).json()["id"]
+    assert client.post(f"/v1/conversations/{cid}/messages", json={"text": "go"}).status_code \
+        == 200
+    found = _scrape(client)
+    assert _value(found, "threadline_delegations_total", status="done") == 2
+    assert _value(found, "threadline_delegations_total", status="failed") == 1  # the fan-out
+    details = [i.content["details"] for i in store.history(cid) if "details" in i.content]
+    for kind in ("prompt", "cached", "output"):
+        assert _value(found, "threadline_delegated_tokens_total", kind=kind) == sum(
+            d[f"{kind}_tokens"] for d in details)
+    assert _value(found, "threadline_turns_total", status="ok") == 3  # the children's too

@@ -21,6 +21,7 @@ from prometheus_client.core import (
 )
 
 from threadline.errors import TurnCancelled
+from threadline.turn.delegate import DELEGATE
 from threadline.turn.hooks import TurnEvent
 
 # turn index (1-based) → its bucket label; coarse enough to stay a handful of series, fine
@@ -29,6 +30,8 @@ TURN_INDEX_BUCKETS = ((1, "1"), (5, "2-5"), (10, "6-10"), (20, "11-20"), (50, "2
 LAST_TURN_BUCKET = "51+"
 TURN_INDEXES = tuple(label for _, label in TURN_INDEX_BUCKETS) + (LAST_TURN_BUCKET,)
 TURN_STATUSES = ("ok", "failed", "cancelled")
+DELEGATION_STATUSES = ("done", "failed")
+DELEGATED_TOKENS = ("prompt", "cached", "output")
 
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 TURN_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -80,6 +83,9 @@ class TurnCounts:
         self.prompt = self.cached = self.output = 0
         self.ttft = {label: Buckets(TTFT_BUCKETS) for label in TURN_INDEXES}
         self.duration = {label: Buckets(TURN_BUCKETS) for label in TURN_INDEXES}
+        # a delegation's own calls count as its child's turns; these say what they were for
+        self.delegations = dict.fromkeys(DELEGATION_STATUSES, 0)
+        self.delegated = dict.fromkeys(DELEGATED_TOKENS, 0)
 
     def record(self, event: TurnEvent) -> None:
         index = turn_index_bucket(event.message.turn)
@@ -95,8 +101,17 @@ class TurnCounts:
             prompt += usage.prompt_tokens
             cached += usage.cached_tokens
             output += usage.completion_tokens
+        delegations = [] if event.result is None else [
+            item.content for item in event.result.tool_results
+            if item.content.get("tool") == DELEGATE]
         with self._lock:
             self.turns[status] += 1
+            for content in delegations:
+                details = content.get("details")
+                self.delegations["failed" if details is None else "done"] += 1
+                if details is not None:
+                    for kind in DELEGATED_TOKENS:
+                        self.delegated[kind] += int(details[f"{kind}_tokens"])
             for key in calls:
                 self.calls[key] = self.calls.get(key, 0) + 1
             self.prompt += prompt
@@ -114,6 +129,7 @@ class TurnCounts:
     def collect(self) -> Iterator[Metric]:
         with self._lock:  # one consistent reading
             turns, calls = dict(self.turns), dict(self.calls)
+            delegations, delegated = dict(self.delegations), dict(self.delegated)
             tokens = (self.prompt, self.cached, self.output)
             ttft = {label: (b.cumulative(), b.total) for label, b in self.ttft.items()}
             duration = {label: (b.cumulative(), b.total) for label, b in self.duration.items()}
@@ -127,6 +143,18 @@ class TurnCounts:
                                      labels=["status", "purpose"])
         for (status, purpose), count in sorted(calls.items()):
             family.add_metric([status, purpose], count)
+        yield family
+        family = CounterMetricFamily("threadline_delegations", "Tasks a turn delegated to a "
+                                     "sub-agent, by outcome (done: its answer returned).",
+                                     labels=["status"])
+        for status, count in delegations.items():
+            family.add_metric([status], count)
+        yield family
+        family = CounterMetricFamily("threadline_delegated_tokens", "Tokens the sub-agents of "
+                                     "finished delegations spent (their own turns count them "
+                                     "too), by kind.", labels=["kind"])
+        for kind, count in delegated.items():
+            family.add_metric([kind], count)
         yield family
         for name, text, value in zip(
                 ("threadline_prompt_tokens", "threadline_cached_tokens",
