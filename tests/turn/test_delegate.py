@@ -332,6 +332,10 @@ def test_delegation_from_code_links_the_child_and_is_idempotent(store: SQLiteSto
     assert done.answer.startswith("found it after 1 searches") and done.calls == 2
     again = engine.delegate(cid, "look this up", agent="researcher", client_msg_id="job-1")
     assert again == done and len(store.calls(done.child_id)) == 2
+    other = engine.run_turn("another").conversation_id  # the same client id elsewhere
+    elsewhere = engine.delegate(other, "look this up", agent="researcher",
+                                client_msg_id="job-1")
+    assert elsewhere.child_id != done.child_id
     notes = [i for i in store.history(cid) if i.kind is ItemKind.NOTE]
     assert len(notes) == 1 and notes[0].content["delegation"]["child"] == done.child_id
     link = parent_of(store.conversation(done.child_id))
@@ -423,3 +427,21 @@ def test_a_child_that_runs_long_compacts_in_its_own_log(store: SQLiteStore) -> N
     assert not any(i.kind is ItemKind.COMPACTION for i in store.history(cid))
     assert store.history(child)[-1].kind is ItemKind.ASSISTANT
     assert verify_conversation(store, child) == []
+
+
+def test_a_delegation_from_code_with_bad_input_writes_nothing(store: SQLiteStore) -> None:
+    from threadline.errors import UnknownConversation
+
+    engine = _engine(store, routed(lambda r: "ok", explorer(0)), Searches(), delegation=None)
+    cid = engine.run_turn("hello").conversation_id
+    before = [s.conversation.id for s in store.conversations()]
+    with pytest.raises(UnknownConversation):
+        engine.delegate("c_missing", "task", agent="researcher")
+    with pytest.raises(InputError, match="no agent named"):
+        engine.delegate(cid, "task", agent="nobody")
+    with pytest.raises(InputError):
+        engine.delegate(cid, "x" * (engine.max_message_bytes + 1), agent="researcher")
+    with pytest.raises(InputError):
+        engine.delegate(cid, "   ", agent="researcher")
+    assert [s.conversation.id for s in store.conversations()] == before
+    assert len(store.history(cid)) == 2

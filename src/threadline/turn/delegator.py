@@ -31,7 +31,7 @@ from threadline.turn.delegate import (
 )
 from threadline.turn.input import TurnInput
 from threadline.turn.result import TurnResult
-from threadline.turn.tools import Tool, ToolContext, ToolOutput
+from threadline.turn.tools import Tool, ToolContext, ToolOutput, idempotency_key
 
 
 class Runs(Protocol):
@@ -72,12 +72,10 @@ class Delegator:
         head = store.head(conversation_id, branch)
         chosen = self._agent(agent)
         link = child_link(parent, branch, 0 if head is None else head.turn, None, chosen.name)
-        key = client_msg_id or new_id("dlg_")
-
-        def check(piece: str) -> None:
-            if on_text is not None:
-                on_text(piece)
-        done = self._run(chosen, task, parent, link, key, lambda: None, check)
+        # the same client id in another conversation names another delegation
+        key = idempotency_key(conversation_id, 0, f"code:{client_msg_id or new_id('dlg_')}")
+        done = self._run(chosen, task, parent, link, key, lambda: None,
+                         on_text or (lambda _: None))
         if not any(c.get("delegation", {}).get("child") == done.child_id
                    for c in (i.content for i in store.history(conversation_id, branch)
                              if i.kind is ItemKind.NOTE)):
