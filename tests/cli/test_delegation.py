@@ -86,3 +86,18 @@ def test_bad_agent_settings_are_refused_and_change_nothing(tl: Invoke, home: Pat
     run = tl("chat", "--once", "hello", env=env)
     assert run.code != 0 and message in run.err
     assert snapshot(home) == before
+
+
+def test_deleting_a_conversation_deletes_its_sub_agents_conversations(tl: Invoke,
+                                                                       home: Path) -> None:
+    cid, child = _delegated(home)
+    kept = tl("chat", "--once", "unrelated", "--json").json()["conversation_id"]
+    refused = tl("conversations", "delete", cid, input="n\n")
+    assert refused.code != 0 and "its 1 sub-agent conversation(s)" in refused.err + \
+        refused.out
+    assert tl("conversations", "show", child).code == 0  # nothing deleted yet
+    done = tl("conversations", "delete", cid, "--yes", "--json").json()
+    assert done["deleted"] == cid and done["children"] == [child]
+    assert tl("conversations", "show", child).code == 3
+    assert tl("conversations", "show", cid).code == 3
+    assert tl("conversations", "show", kept).code == 0

@@ -56,3 +56,12 @@ def test_bad_delegation_limits_are_refused(client: TestClient, store: Store,
 
 def test_children_of_an_unknown_conversation_are_not_found(client: TestClient) -> None:
     assert client.get("/v1/conversations/c_nope/children").status_code == 404
+
+
+def test_deleting_a_parent_deletes_its_children(client: TestClient) -> None:
+    cid = client.post("/v1/conversations", json={"delegation": {}}).json()["id"]
+    client.post(f"/v1/conversations/{cid}/messages", json={"text": "When?"})
+    [child] = client.get(f"/v1/conversations/{cid}/children").json()
+    assert client.delete(f"/v1/conversations/{cid}").status_code == 204
+    assert client.get(f"/v1/conversations/{child['child']}").status_code == 404
+    assert client.get(f"/v1/conversations/{cid}").status_code == 404

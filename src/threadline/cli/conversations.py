@@ -22,7 +22,7 @@ from threadline.cli.compaction import compact, context
 from threadline.items import Branch, Conversation, Item, ItemKind, format_time
 from threadline.stores import ConversationSummary
 from threadline.stores.verify import verify_conversation
-from threadline.turn.children import Child, delegations
+from threadline.turn.children import Child, delegations, delete_with_children, descendants
 from threadline.turn.delegate import ParentLink, parent_of
 from threadline.turn.fork import fork as fork_branch
 
@@ -128,14 +128,17 @@ def fork(ctx: Context, conversation_id: str, from_seq: int, name: str | None,
 @json_option()
 @pass_context
 def delete(ctx: Context, conversation_id: str, yes: bool, as_json: bool) -> None:
-    """Delete a conversation with all its branches, items and model calls."""
+    """Delete a conversation with all its branches, items and model calls, and the
+    conversations of the sub-agents it delegated to."""
     store = ctx.store()
     summary = store.summary(conversation_id)
-    what = f"{conversation_id} ({summary.items} items, {summary.calls} model calls)"
+    below = descendants(store, conversation_id)
+    what = f"{conversation_id} ({summary.items} items, {summary.calls} model calls)" + (
+        f" and its {len(below)} sub-agent conversation(s)" if below else "")
     confirm(f"delete conversation {what}", yes)
-    store.delete_conversation(conversation_id)
-    output({"deleted": conversation_id, "items": summary.items, "calls": summary.calls},
-           as_json, f"deleted {what}")
+    delete_with_children(store, conversation_id)
+    output({"deleted": conversation_id, "items": summary.items, "calls": summary.calls,
+            **({"children": below} if below else {})}, as_json, f"deleted {what}")
 
 
 @conversations.command()

@@ -52,7 +52,7 @@ from threadline.server.streams import (
     resumed_events,
 )
 from threadline.stores.base import MAIN
-from threadline.turn.children import delegations
+from threadline.turn.children import delegations, delete_with_children
 from threadline.turn.delegate import Delegation
 from threadline.turn.fork import fork as fork_branch
 from threadline.version import __version__
@@ -159,7 +159,7 @@ def create_app(engine: Engine, metrics: Metrics | None = None, *,
     @app.delete("/v1/conversations/{conversation_id}", status_code=204)
     def delete_conversation(conversation_id: str, caller: CallerDep) -> Response:
         access.conversation(caller, store, conversation_id)
-        store.delete_conversation(conversation_id)
+        delete_with_children(store, conversation_id)  # its sub-agents' conversations too
         return Response(status_code=204)
 
     @app.post("/v1/conversations/{conversation_id}/messages", response_model=None)

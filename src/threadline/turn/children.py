@@ -130,3 +130,13 @@ def descendants(store: Store, conversation_id: str) -> list[str]:
         out.append(child.child_id)
         out.extend(descendants(store, child.child_id))
     return out
+
+
+def delete_with_children(store: Store, conversation_id: str) -> list[str]:
+    """Delete a conversation and every conversation below it (what its sub-agents read and
+    wrote came from its tasks); the ids deleted, descendants first, the conversation last."""
+    store.conversation(conversation_id)  # unknown: refused before anything is deleted
+    gone = [*reversed(descendants(store, conversation_id)), conversation_id]
+    for cid in gone:
+        store.delete_conversation(cid)
+    return gone
