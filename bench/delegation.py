@@ -52,7 +52,7 @@ from threadline.cache.pricing import profile
 from threadline.cache.report import reuse_of
 from threadline.engine import Engine
 from threadline.items import canonical_json
-from threadline.models.scripted import ScriptedModel, ToolCalls
+from threadline.models.scripted import ScriptedModel, ToolCalls, scripted_tokens
 from threadline.request import Request
 from threadline.retrieval.corpus import Corpus, Document
 from threadline.stores.sqlite import SQLiteStore
@@ -70,6 +70,10 @@ RESEARCHER = ("You look things up for an airline agent: reservations, users, fli
               "the tools you need, then answer with what you found, briefly.")
 ANY_ARGUMENTS = {"type": "object"}
 RESULT_TOKENS = 200
+
+
+def scripted_count(text: str) -> int:
+    return len(scripted_tokens(text))
 
 
 @dataclass
@@ -185,6 +189,7 @@ def script_delegated(turn: Turn, script: Script, recorded: Recorded) -> None:
 class Arm:
     conversations: int = 0
     parent_last: list[int] = field(default_factory=list)
+    beyond_system: list[int] = field(default_factory=list)  # the last call less its system
     parent_mean: list[float] = field(default_factory=list)
     total_tokens: int = 0
     parent_calls: int = 0
@@ -196,6 +201,7 @@ class Arm:
     def to_json(self) -> dict[str, Any]:
         return {"conversations": self.conversations,
                 "parent_context_tokens_last": sum(self.parent_last),
+                "parent_context_tokens_last_beyond_system": sum(self.beyond_system),
                 "parent_context_tokens_mean_per_call": round(statistics.fmean(self.parent_mean),
                                                              1),
                 "total_tokens": self.total_tokens, "parent_calls": self.parent_calls,
@@ -346,6 +352,8 @@ def _account(arm: Arm, store: SQLiteStore, cid: str, pricing: Any) -> None:
     below = [c for child in children for c in store.calls(child)]
     arm.conversations += 1
     arm.parent_last.append(own[-1].usage.prompt_tokens)
+    system = store.conversation(cid).system or ""
+    arm.beyond_system.append(own[-1].usage.prompt_tokens - scripted_count(system))
     arm.parent_mean.append(statistics.fmean(c.usage.prompt_tokens for c in own))
     arm.parent_calls += len(own)
     arm.child_calls += len(below)
@@ -419,6 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            3),
         "parent_context_ratio_mean": round(statistics.fmean(delegated.parent_mean) /
                                            statistics.fmean(inline.parent_mean), 3),
+        "parent_context_ratio_last_beyond_system": round(
+            sum(delegated.beyond_system) / sum(inline.beyond_system), 3),
         "total_token_multiplier": round(delegated.total_tokens / inline.total_tokens, 3),
         "cost_multiplier": round(delegated.cost_usd / inline.cost_usd, 3),
         "research": searching, "overhead": cost}
@@ -432,7 +442,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{arm['total_tokens']:,} tokens over {arm['parent_calls']} parent and "
               f"{arm['child_calls']} child calls, ${arm['cost_usd']:.2f}")
     print(f"parent context, delegated ÷ inline: {result['parent_context_ratio_last']} at the "
-          f"last call, {result['parent_context_ratio_mean']} per call; total tokens "
+          f"last call ({result['parent_context_ratio_last_beyond_system']} beyond the system "
+          f"prompt), {result['parent_context_ratio_mean']} per call; total tokens "
           f"×{result['total_token_multiplier']}, cost ×{result['cost_multiplier']}")
     print(f"research ({searching['tasks']} tasks, {searching['searches']} searches, "
           f"{searching['reads']} reads of which {searching['dead_end_reads']} dead ends, "
