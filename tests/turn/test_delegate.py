@@ -445,3 +445,29 @@ def test_a_delegation_from_code_with_bad_input_writes_nothing(store: SQLiteStore
         engine.delegate(cid, "   ", agent="researcher")
     assert [s.conversation.id for s in store.conversations()] == before
     assert len(store.history(cid)) == 2
+
+
+def test_where_an_agent_can_change_the_world_delegations_run_one_at_a_time(
+        store: SQLiteStore) -> None:
+    running: list[int] = []
+    overlap: list[int] = []
+
+    def book(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        running.append(1)
+        overlap.append(len(running))
+        time.sleep(0.05)
+        running.pop()
+        return "booked"
+
+    booker = Agent("researcher", "Books things.", RESEARCHER,
+                   tools=[Tool("search", "Book.", QUERY, book, side_effect=True)])
+    model = routed(delegating("first", "second"), explorer(1))
+    engine = Engine(store, model, agents=[booker], delegation=ON)
+    tool = engine.toolbox.tool(DELEGATE)
+    assert isinstance(tool, Tool) and tool.side_effect
+    cid = engine.run_turn("book two").conversation_id
+    assert overlap == [1, 1]  # one child at a time
+    results = [i.content for i in store.history(cid) if i.kind is ItemKind.TOOL_RESULT]
+    assert [r["side_effect"] for r in results] == [True, True]
+    reader = Engine(store, model, agents=[researcher(Searches())])
+    assert not reader.toolbox.tool(DELEGATE).side_effect  # type: ignore[union-attr]

@@ -159,16 +159,17 @@ def fanout_index(history: Sequence[Item], turn: int, call_id: str) -> int:
     return calls.index(call_id) if call_id in calls else len(calls)
 
 
-def specs(agents: Sequence[Agent]) -> tuple[ToolSpec, ToolSpec]:
-    """The delegation tools as the model is shown them."""
+def specs(agents: Sequence[Agent], *, parallel: bool = True) -> tuple[ToolSpec, ToolSpec]:
+    """The delegation tools as the model is shown them (``parallel``: several delegations
+    in one reply run together)."""
     listed = "\n".join(f"- {a.name}: {a.description}" for a in agents)
     longest = max(a.result_tokens for a in agents)
     delegate = ToolSpec(
         DELEGATE,
         "Hand a self-contained task to a sub-agent. It works in a conversation of its own "
         "(its searches and dead ends stay there) and returns only its final answer, at most "
-        f"{longest} tokens, with the id of its conversation. Calls in one reply run "
-        f"together. Agents:\n{listed}",
+        f"{longest} tokens, with the id of its conversation."
+        f"{' Calls in one reply run together.' if parallel else ''} Agents:\n{listed}",
         {"type": "object", "additionalProperties": False, "required": ["agent", "task"],
          "properties": {"agent": {"type": "string", "enum": [a.name for a in agents]},
                         "task": {"type": "string", "minLength": 1,

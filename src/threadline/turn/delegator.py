@@ -53,9 +53,13 @@ class Delegator:
                 raise InputError(f"two agents are named {agent.name!r}; agent names must be "
                                  "unique")
             self.agents[agent.name] = agent
-        delegate, log = specs(agents) if agents else (None, None)
+        # where an agent can change the world, so can a delegation: it then runs alone, and
+        # once it starts the parent's turn is past cancelling (docs/tools.md)
+        changes = any(isinstance(t, Tool) and t.side_effect for a in agents for t in a.tools)
+        delegate, log = specs(agents, parallel=not changes) if agents else (None, None)
         self.tools: tuple[Tool, ...] = () if delegate is None or log is None else (
-            Tool(delegate.name, delegate.description, delegate.parameters, self._delegate_call),
+            Tool(delegate.name, delegate.description, delegate.parameters, self._delegate_call,
+                 side_effect=changes),
             Tool(log.name, log.description, log.parameters, self._log_call))
 
     def offered(self, conversation: Conversation) -> tuple[ToolSpec, ...]:
