@@ -28,8 +28,9 @@ What is measured
                with the child's answer. Reads return 4,000 characters, searches five
                400-character passages.
     overhead   One turn with one inline tool call, against one turn whose tool call is a
-               delegation (a child conversation, its turn, its answer); scripted model, no
-               delays, SQLite; the two alternate, each timed per turn.
+               delegation (a child conversation, its turn, its answer); each the first turn
+               of a new conversation, scripted model, no delays, SQLite; the two alternate,
+               each timed per turn.
 
     .venv/bin/python bench/delegation.py [--limit N] [--tasks N] [--overhead-turns N] [--json]
 """
@@ -366,31 +367,30 @@ def _account(arm: Arm, store: SQLiteStore, cid: str, pricing: Any) -> None:
 
 
 def overhead(turns: int, folder: Path) -> dict[str, Any]:
-    """Per-turn time of a turn with one inline tool call against one with a delegation."""
+    """Per-turn time of a turn with one inline tool call against one with a delegation, each
+    the first turn of a new conversation (so neither grows), the two alternating."""
     lookup = Tool("lookup", "Look a thing up.", ANY_ARGUMENTS, lambda a, c: "found: 42")
     agent = Agent("researcher", "Looks things up.", RESEARCHER, tools=[lookup])
 
-    def parent(request: Request) -> str | ToolCalls:
+    def reply(request: Request) -> str | ToolCalls:
         if request.messages[0].content == RESEARCHER:
             return "found: 42"
         if request.messages[-1].role == "tool":
             return "The answer is 42."
-        return ToolCalls.of((DELEGATE, {"agent": "researcher", "task": "look it up"})
-                            if delegating else ("lookup", {"q": "it"}))
+        if request.messages[0].content == "delegating":
+            return ToolCalls.of((DELEGATE, {"agent": "researcher", "task": "look it up"}))
+        return ToolCalls.of(("lookup", {"q": "it"}))
 
-    model = ScriptedModel(default=parent)
+    model = ScriptedModel(default=reply)
     store = SQLiteStore(folder / "overhead.db")
-    inline = Engine(store, model, tools=[lookup])
-    delegate = Engine(store, model, agents=[agent], delegation=Delegation())
-    conversations = {"inline": inline.new_conversation(),
-                     "delegated": delegate.new_conversation()}
+    engines = {"inline": Engine(store, model, system="inline", tools=[lookup]),
+               "delegated": Engine(store, model, system="delegating", agents=[agent],
+                                   delegation=Delegation())}
     times: dict[str, list[float]] = {"inline": [], "delegated": []}
     for n in range(2 * turns + 20):
         name = "inline" if n % 2 == 0 else "delegated"
-        delegating = name == "delegated"
-        engine = delegate if delegating else inline
         started = time.perf_counter()
-        engine.run_turn(f"question {n}", conversation_id=conversations[name])
+        engines[name].run_turn(f"question {n}")
         if n >= 20:  # the first rounds warm the caches
             times[name].append((time.perf_counter() - started) * 1000)
     store.close()
