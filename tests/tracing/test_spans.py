@@ -322,3 +322,27 @@ def test_a_served_reply_is_committed_under_the_turn_with_its_item(store: SQLiteS
         "gen_ai.conversation.id": result.conversation_id, "threadline.branch": "main",
         "threadline.turn.index": 2, "threadline.call.id": first.call.id,
         "threadline.turn.deduplicated": False}
+
+
+def test_a_childs_turn_is_traced_under_its_parents_delegate_call(traced: Traced,
+                                                                  store: SQLiteStore) -> None:
+    from tests.turn.test_delegate import Searches, delegating, explorer, researcher, routed
+    from threadline.engine import Engine
+    from threadline.turn.delegate import Delegation, parent_of
+
+    model = routed(delegating("find it"), explorer(1))
+    engine = Engine(store, model, agents=[researcher(Searches())], delegation=Delegation(),
+                    tracer=traced.tracing)
+    cid = engine.run_turn("go").conversation_id
+    [parent_turn, child_turn] = sorted(traced.named("threadline.turn"),
+                                       key=lambda s: s.start_time or 0)
+    [delegate] = traced.named("execute_tool delegate")
+    assert child_turn.parent is not None and delegate.context is not None
+    assert child_turn.parent.span_id == delegate.context.span_id
+    assert parent_turn.context is not None and child_turn.context is not None
+    assert child_turn.context.trace_id == parent_turn.context.trace_id  # one trace
+    assert child_turn.attributes is not None and parent_turn.attributes is not None
+    child = str(child_turn.attributes["gen_ai.conversation.id"])
+    assert parent_turn.attributes["gen_ai.conversation.id"] == cid
+    link = parent_of(store.conversation(child))
+    assert link is not None and link.conversation_id == cid
