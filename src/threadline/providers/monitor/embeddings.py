@@ -1,0 +1,110 @@
+"""The embedding detector: the shipped MiniLM model (the ``dense`` extra) on the trajectory.
+
+    semantic   how close the union of the recent user messages is, in meaning, to a request
+               the policy forbids (its examples); catches shards and paraphrases the rule
+               lexicons miss
+    drift      how far the new message has moved from the conversation's first message and
+               from the system prompt's scope, in meaning
+
+Each text is embedded once: a turn embeds its new message and the union (one batch of two);
+the system prompt, the first message and the policy's examples come from the cache. Without
+the extra, :func:`embedding_detector` says so (refused when asked for, logged once when it was
+only the default) and the monitor runs on the rules alone, which record ``drift`` lexically.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from threadline.errors import InputError
+from threadline.providers.monitor.rules import WINDOW, Policy
+from threadline.providers.monitor.signals import Signal, clip
+from threadline.providers.monitor.trajectory import Trajectory
+from threadline.retrieval import dense
+
+log = logging.getLogger("threadline.monitor")
+
+SEMANTIC_FLOOR, SEMANTIC_CEILING = 0.40, 0.70  # cosine → score 0 … 1 (tuned on dev)
+# MiniLM puts unrelated sentences at a cosine of ~0.1-0.3: a distance under this is no drift
+DRIFT_FLOOR = 0.6
+_CACHED = 4096
+
+
+class EmbeddingDetector:
+    name = "embeddings"
+
+    def __init__(self, policy: Policy | None = None, *,
+                 embedder: Callable[[], Any] = dense.Embedder, window: int = WINDOW) -> None:
+        self.policy, self.window = policy or Policy.default(), window
+        self._make = embedder
+        self._embedder: Any = None
+        self._vectors: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._examples: Any = None
+
+    def _embed(self, texts: list[str]) -> list[Any]:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = self._make()
+            missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+            if missing:
+                for text, vector in zip(missing, self._embedder.vectors(missing), strict=True):
+                    self._vectors[text] = vector
+                while len(self._vectors) > _CACHED:
+                    self._vectors.popitem(last=False)
+            for text in texts:
+                self._vectors.move_to_end(text)
+            return [self._vectors[t] for t in texts]
+
+    def _example_matrix(self) -> Any:
+        if self._examples is None:
+            import numpy
+            self._examples = numpy.stack(self._embed(self.policy.examples))
+        return self._examples
+
+    def signals(self, trajectory: Trajectory) -> list[Signal]:
+        recent = trajectory.recent_users(self.window)
+        union = "\n".join(recent)
+        texts = [trajectory.message, union, trajectory.first]
+        if trajectory.system:
+            texts.append(trajectory.system)
+        vectors = self._embed(texts)
+        examples = self._example_matrix()
+        closest = float((examples @ vectors[1]).max())
+        out = [Signal("semantic", clip((closest - SEMANTIC_FLOOR)
+                                       / (SEMANTIC_CEILING - SEMANTIC_FLOOR)),
+                      f"cosine {closest:.2f} to the nearest forbidden example")]
+        start = 1 - float(vectors[0] @ vectors[2]) if trajectory.turns else 0.0
+        scope = 1 - float(vectors[0] @ vectors[3]) if trajectory.system else 0.0
+        out.append(Signal("drift", clip((max(start, scope) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
+                          f"meaning: {start:.2f} from the start, {scope:.2f} from the scope"))
+        return out
+
+
+def embedding_detector(policy: Policy | None = None, *,
+                       enabled: bool | None = None) -> EmbeddingDetector | None:
+    """The embedding detector where the dense extra is installed: always when ``enabled``
+    (refused without the extra), never when False, and when None where it is installed
+    (saying once in the log that the monitor runs on the rules alone where it is not)."""
+    if enabled is False:
+        return None
+    if not dense.available():
+        if enabled:
+            raise InputError("the monitor's embedding detector needs the dense extra "
+                             "(PyTorch and sentence-transformers)",
+                             hint="pip install 'threadline[dense]', or run the monitor on "
+                                  "its rules alone")
+        _rules_only()
+        return None
+    return EmbeddingDetector(policy)
+
+
+@functools.cache
+def _rules_only() -> None:
+    log.warning("the trajectory monitor runs on its rules alone: the embedding detector "
+                "needs the dense extra (pip install 'threadline[dense]')")
