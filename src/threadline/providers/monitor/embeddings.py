@@ -6,8 +6,10 @@
     drift      how far the new message has moved from the conversation's first message and
                from the system prompt's scope, in meaning
 
-Each text is embedded once: a turn embeds its new message and the union (one batch of two);
-the system prompt, the first message and the policy's examples come from the cache. Without
+Each text is embedded once: a turn embeds its new message alone; the earlier messages, the
+system prompt and the policy's examples come from the cache, and the union is the mean of
+the recent messages' vectors (embedding the joined text instead costs a second, longer
+embedding every turn). Without
 the extra, :func:`embedding_detector` says so (refused when asked for, logged once when it was
 only the default) and the monitor runs on the rules alone, which record ``drift`` lexically.
 """
@@ -29,7 +31,7 @@ from threadline.retrieval import dense
 
 log = logging.getLogger("threadline.monitor")
 
-SEMANTIC_FLOOR, SEMANTIC_CEILING = 0.40, 0.70  # cosine → score 0 … 1 (tuned on dev)
+SEMANTIC_FLOOR, SEMANTIC_CEILING = 0.50, 0.80  # cosine → score 0 … 1 (tuned on dev)
 # MiniLM puts unrelated sentences at a cosine of ~0.1-0.3: a distance under this is no drift
 DRIFT_FLOOR = 0.6
 _CACHED = 4096
@@ -68,21 +70,25 @@ class EmbeddingDetector:
         return self._examples
 
     def signals(self, trajectory: Trajectory) -> list[Signal]:
+        import numpy
+
         recent = trajectory.recent_users(self.window)
-        union = "\n".join(recent)
-        texts = [trajectory.message, union, trajectory.first]
-        if trajectory.system:
-            texts.append(trajectory.system)
-        vectors = self._embed(texts)
-        examples = self._example_matrix()
-        closest = float((examples @ vectors[1]).max())
+        texts = [trajectory.first, *([trajectory.system] if trajectory.system else []),
+                 *recent]
+        vectors = self._embed(texts)  # only the new message is not cached already
+        first, scope = vectors[0], vectors[1] if trajectory.system else None
+        message = vectors[-1]
+        # the union, in meaning: the mean of the recent messages' vectors, unit length
+        mean = numpy.mean(vectors[-len(recent):], axis=0)
+        union = mean / max(float(numpy.linalg.norm(mean)), 1e-9)
+        closest = float((self._example_matrix() @ union).max())
         out = [Signal("semantic", clip((closest - SEMANTIC_FLOOR)
                                        / (SEMANTIC_CEILING - SEMANTIC_FLOOR)),
                       f"cosine {closest:.2f} to the nearest forbidden example")]
-        start = 1 - float(vectors[0] @ vectors[2]) if trajectory.turns else 0.0
-        scope = 1 - float(vectors[0] @ vectors[3]) if trajectory.system else 0.0
-        out.append(Signal("drift", clip((max(start, scope) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
-                          f"meaning: {start:.2f} from the start, {scope:.2f} from the scope"))
+        start = 1 - float(message @ first) if trajectory.turns else 0.0
+        away = 1 - float(message @ scope) if scope is not None else 0.0
+        out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
+                          f"meaning: {start:.2f} from the start, {away:.2f} from the scope"))
         return out
 
 
