@@ -209,8 +209,10 @@ def judge_script(script: Script, monitor: TrajectoryMonitor, model: ModelBackend
                   for arm, p in (("on", kept), ("off", off))},
         # requests of the monitored conversation that differ from the plain one's above the
         # tail (its tail blocks taken out): the monitor must leave the prefix as it was
-        "differing_above_tail": sum(a != b for a, b in zip(kept.requests, off.requests,
-                                                           strict=True)),
+        # (with a real model the tail changes its replies, and so the later history: only
+        # the scripted model's replies are the same in both arms)
+        "differing_above_tail": None if model is not None else sum(
+            a != b for a, b in zip(kept.requests, off.requests, strict=True)),
     }
     if script.single is not None:
         risk = monitor.judge(Trajectory(script.single, (), script.system)).turn_risk
@@ -277,7 +279,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "share_off": None if off is None else round(off, 4),
             # what the monitored conversation reused, over what the plain one did
             "ratio": round(total("on", what[0]) / reused_off, 4) if reused_off else None}
-    out["requests_differing_above_tail"] = sum(r["differing_above_tail"] for r in rows)
+    differing = [r["differing_above_tail"] for r in rows if r["differing_above_tail"] is not None]
+    out["requests_differing_above_tail"] = sum(differing) if differing else None
     refusals = [r["model_refused"] for r in attacks if "model_refused" in r]
     if refusals:
         out["model_refusal_rate"] = {
