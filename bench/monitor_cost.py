@@ -4,8 +4,9 @@ Every script of ``threadline.eval.safety`` (dev and test, 24 conversations of 4-
 is played through a standard engine with the scripted model under three arms: no monitor,
 the monitor on its rules, and the monitor on rules and embeddings (the dense extra; skipped
 without it). The arms alternate for several rounds, each round in a fresh store, with the
-load average printed beside it. Reported per arm: the median and mean time of a turn
-(``run_turn`` end to end, refusals included) and its ratio to the arm without the monitor
+load average printed beside it. The monitors remind and restrict as their policy says but
+never refuse, so every turn makes its model call in every arm. Reported per arm: the median
+and mean time of a turn (``run_turn`` end to end) and its ratio to the arm without the monitor
 (target, issue 20: ≤ 1.1x with rules and embeddings), and the monitor's own time per turn
 as its decisions record it.
 
@@ -32,6 +33,7 @@ from typing import Any
 from threadline.eval.safety import load_scripts, scripted_model
 from threadline.providers.monitor import (
     EmbeddingDetector,
+    RiskPolicy,
     RuleDetector,
     TrajectoryMonitor,
     embedding_detector,
@@ -45,11 +47,13 @@ from threadline.turn import monitoring
 def arms(embedder: Any) -> dict[str, TrajectoryMonitor | None]:
     """Fresh monitors: the embedding detector's cache starts empty every round (a text seen
     in an earlier round is not free), over one loaded model."""
-    out: dict[str, TrajectoryMonitor | None] = {"off": None,
-                                                "rules": TrajectoryMonitor([RuleDetector()])}
+    # never refusing: a refused turn skips its model call, and would pass for a cheap one
+    policy = RiskPolicy(refuse=None)
+    out: dict[str, TrajectoryMonitor | None] = {
+        "off": None, "rules": TrajectoryMonitor([RuleDetector()], policy=policy)}
     if embedder is not None:
         out["rules+embeddings"] = TrajectoryMonitor(
-            [RuleDetector(), EmbeddingDetector(embedder=lambda: embedder)])
+            [RuleDetector(), EmbeddingDetector(embedder=lambda: embedder)], policy=policy)
     return out
 
 

@@ -16,11 +16,12 @@ only the default) and the monitor runs on the rules alone, which record ``drift`
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from threadline.errors import InputError
@@ -55,7 +56,9 @@ class EmbeddingDetector:
                 self._embedder = self._make()
             missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
             if missing:
-                for text, vector in zip(missing, self._embedder.vectors(missing), strict=True):
+                with _one_thread():
+                    found = self._embedder.vectors(missing)
+                for text, vector in zip(missing, found, strict=True):
                     self._vectors[text] = vector
                 while len(self._vectors) > _CACHED:
                     self._vectors.popitem(last=False)
@@ -90,6 +93,24 @@ class EmbeddingDetector:
         out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
                           f"meaning: {start:.2f} from the start, {away:.2f} from the scope"))
         return out
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """PyTorch on one thread while a turn embeds its message: one short sentence gains
+    nothing from intra-op threads, and on a busy machine they cost it 5x (bench/monitor_cost.py:
+    a median of 21 ms on one thread against 111 ms on two, at a load of 3.7 on 2 cores)."""
+    try:
+        import torch
+    except ImportError:  # an embedder of the application's, without PyTorch
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def embedding_detector(policy: Policy | None = None, *,
