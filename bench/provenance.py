@@ -24,53 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-import time
-from collections import defaultdict
-from pathlib import Path
-from typing import Any
 
-from threadline.eval.provenance import PLANTS, STRATEGIES, VECTORS, Outcome, run_case
-
-
-def measure(quick: bool) -> dict[str, Any]:
-    plants = PLANTS[:1] if quick else PLANTS
-    rounds = (1, 3) if quick else (1, 2, 3)
-    started = time.perf_counter()
-    outcomes: list[Outcome] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for plant in plants:
-            for vector in VECTORS:
-                for strategy in STRATEGIES:
-                    for n in rounds:
-                        outcomes.append(run_case(Path(tmp) / plant.name, vector, strategy,
-                                                 n, plant))
-    rows: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for o in outcomes:
-        row = rows[(o.vector, o.strategy)]
-        row["cases"] += 1
-        row["compactions"] += o.applied
-        for key in ("appearances", "marked", "after_compaction", "in_pinned",
-                    "in_constraints", "trusted_memory", "untrusted_memory", "recalled"):
-            row[key] += getattr(o, key)
-    appearances = sum(o.appearances for o in outcomes)
-    marked = sum(o.marked for o in outcomes)
-    return {
-        "benchmark": "provenance",
-        "plants": [p.name for p in plants], "compactions": list(rounds),
-        "cases": len(outcomes), "cases_ok": sum(o.ok for o in outcomes),
-        "compactions_asked": sum(o.compactions for o in outcomes),
-        "compactions_applied": sum(o.applied for o in outcomes),
-        "appearances": appearances, "marked": marked,
-        "marked_share": marked / appearances if appearances else None,
-        "trusted_memory": sum(o.trusted_memory for o in outcomes),
-        "untrusted_memory": sum(o.untrusted_memory for o in outcomes),
-        "in_pinned_or_constraints": sum(o.in_pinned + o.in_constraints for o in outcomes),
-        "leaks": [f"{o.vector}/{o.strategy}/{o.compactions}: {leak}" for o in outcomes
-                  for leak in o.leaks],
-        "rows": [{"vector": v, "strategy": s, **dict(r)} for (v, s), r in sorted(rows.items())],
-        "seconds": round(time.perf_counter() - started, 1),
-    }
+from threadline.eval.provenance import measure
 
 
 def main() -> int:

@@ -19,7 +19,8 @@ QUICK = {"append.py": [], "history_growth.py": ["--no-langgraph", "--whole-turn"
          "kv_process.py": [], "kv_sharing.py": [], "stateless.py": [],
          "anthropic_turns.py": [], "telemetry_overhead.py": [], "audit_export.py": [],
          "inspector.py": [], "inspector_call.py": [], "eval_overhead.py": [],
-         "provenance.py": [], "reminder_reuse.py": [], "delegation.py": []}
+         "provenance.py": [], "reminder_reuse.py": [], "delegation.py": [],
+         "monitor_cost.py": []}
 LOCAL_MODEL = {"ttft_local.py", "compaction_ttft.py", "kv_interleaved.py", "kv_process.py",
                "kv_sharing.py"}
 LLAMA_SERVER = {"anthropic_turns.py"}  # starts its own llama-server

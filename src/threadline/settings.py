@@ -53,6 +53,11 @@ class Settings:
     # (max_depth, max_fanout) for the conversations they start; None: delegation off unless
     # a conversation is created with it (POST /v1/conversations {"delegation": …})
     delegation: tuple[int, int] | None = None
+    # the trajectory monitor (providers/monitor/, docs/safety.md): judges every turn in its
+    # conversation, may restate the policy, restrict tools, refuse; off unless asked for
+    monitor: bool = False
+    # its embedding detector (the dense extra); None: where the extra is installed
+    monitor_embeddings: bool | None = None
     memory_dense: bool = False  # recall memories with embeddings too (the dense extra)
     # standing constraints found by the embedding classifier with the rules (the dense extra);
     # off unless asked for: it embeds every user message once, where the rules cost ~0.1 ms
@@ -133,6 +138,10 @@ class Settings:
             settings = settings.with_(delegation=(
                 _positive_int("THREADLINE_DELEGATION (max depth)", depth.strip()),
                 _positive_int("THREADLINE_DELEGATION (max fan-out)", fanout.strip() or "4")))
+        if value := environ.get("THREADLINE_MONITOR"):
+            settings = settings.with_(monitor=_flag(value))
+        if value := environ.get("THREADLINE_MONITOR_EMBEDDINGS"):
+            settings = settings.with_(monitor_embeddings=_flag(value))
         if value := environ.get("THREADLINE_MEMORY_DENSE"):
             settings = settings.with_(memory_dense=_flag(value))
         if value := environ.get("THREADLINE_CONSTRAINT_CLASSIFIER"):

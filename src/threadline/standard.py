@@ -8,7 +8,11 @@
     memory         MemoryProvider        when the store keeps memory and ``recall`` is on
     reminders      ReminderProvider      one per text in ``reminders``
     goal reminder  GoalReminder          with ``remind_every`` (the goal and/or the policy,
-                                         ``remind``), or ``remind_on_request``
+                                         ``remind``), or ``remind_on_request``, or the
+                                         monitor (which asks for it)
+
+and first of all, with ``monitor``, the TrajectoryMonitor (``providers/monitor/``), whose
+tool guard joins the harness's (``ToolLimits.guards``);
 
 plus the ``MemoryQueue`` hook when the store keeps memory, then ``hooks``, and compaction
 (``compaction.Compaction``: automatic under ``policy``, manual always).
@@ -19,6 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from threadline.compaction.auto import Compaction
@@ -40,6 +45,7 @@ from threadline.providers import (
     TimeProvider,
     WorkingStateProvider,
 )
+from threadline.providers.monitor import RuleDetector, TrajectoryMonitor, embedding_detector
 from threadline.request import ToolSpec
 from threadline.retrieval import dense
 from threadline.retrieval.corpus import Corpus
@@ -63,6 +69,7 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                     time_in_context: bool = False, reminders: Sequence[str] = (),
                     remind_every: int | None = None, remind: str = "goal",
                     remind_on_request: bool = False,
+                    monitor: TrajectoryMonitor | bool = False,
                     policy: Policy | None = None, model_extraction: bool = False,
                     constraints: Detector = detect,
                     providers: Sequence[ContextProvider] = (), hooks: Sequence[TurnHook] = (),
@@ -79,8 +86,14 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
     (the rules by default; see :func:`constraint_detector`). ``remind_every`` restates the
     conversation's goal (``remind``: "goal", "policy" or "both") in the tail every N turns;
     ``remind_on_request`` adds the reminder with no schedule, for a monitor to ask for
-    (``providers/goal.py``). The other arguments are :class:`Engine`'s."""
-    parts: list[ContextProvider] = [TimeProvider()] if time_in_context else []
+    (``providers/goal.py``). ``monitor`` (True: :func:`default_monitor`) judges every turn's
+    trajectory first, asks for the goal and policy reminder, restricts the tools and refuses
+    as its policy says (docs/safety.md). The other arguments are :class:`Engine`'s."""
+    watch = default_monitor() if monitor is True else \
+        monitor if isinstance(monitor, TrajectoryMonitor) else None
+    parts: list[ContextProvider] = [watch] if watch is not None else []
+    if time_in_context:
+        parts.append(TimeProvider())
     parts.append(WorkingStateProvider())
     after: list[TurnHook] = []
     if corpora is not None:
@@ -95,8 +108,12 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
         after.append(MemoryQueue(store))
     parts += [ReminderProvider(text, name="reminder" if len(reminders) == 1 else
                                f"reminder {n}") for n, text in enumerate(reminders, 1)]
-    if remind_every is not None or remind_on_request:
-        parts.append(GoalReminder(remind_every, what=remind))
+    if remind_every is not None or remind_on_request or watch is not None:
+        parts.append(GoalReminder(remind_every, what="both" if watch is not None
+                                  and remind_every is None else remind))
+    if watch is not None:
+        limits = tool_limits or ToolLimits()
+        tool_limits = replace(limits, guards=(*limits.guards, watch.guard))
     return Engine(store, model, system=system, tools=tools, tool_limits=tool_limits,
                   providers=[*parts, *providers], hooks=[*after, *hooks],
                   compactor=Compaction(policy, model_extraction=model_extraction,
@@ -104,6 +121,13 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                   max_message_bytes=max_message_bytes, lease=lease, count=count,
                   observer=observer, tracer=tracer, clock=clock, agents=agents,
                   delegation=delegation)
+
+
+def default_monitor(embeddings: bool | None = None) -> TrajectoryMonitor:
+    """The trajectory monitor with the rules and, where the dense extra is installed (always
+    when ``embeddings``; refused without it), the embedding detector."""
+    found = embedding_detector(enabled=embeddings)
+    return TrajectoryMonitor([RuleDetector(), *([found] if found is not None else [])])
 
 
 def constraint_detector(enabled: bool | None = None) -> Detector:

@@ -206,3 +206,27 @@ def test_bad_settings_and_requests_are_refused(store: SQLiteStore) -> None:
         request_reminder(store, cid, "  ")
     with pytest.raises(InputError, match="no context provider of this engine reads a Remind"):
         Engine(store, ScriptedModel()).run_turn("Hi", options=[Remind()])
+
+
+def test_the_monitor_settings_are_off_by_default_and_read_from_the_environment() -> None:
+    base = Settings.from_env({"THREADLINE_HOME": "/tmp/x"})
+    assert base.monitor is False and base.monitor_embeddings is None
+    on = Settings.from_env({"THREADLINE_HOME": "/tmp/x", "THREADLINE_MONITOR": "1",
+                            "THREADLINE_MONITOR_EMBEDDINGS": "0"})
+    assert on.monitor is True and on.monitor_embeddings is False
+
+
+def test_the_standard_engine_puts_the_monitor_first_and_its_guard_in_the_harness(
+        tmp_path: Any) -> None:
+    from threadline.providers.monitor import RuleDetector, TrajectoryMonitor
+
+    store = SQLiteStore(tmp_path / "m.db")
+    monitor = TrajectoryMonitor([RuleDetector()])
+    engine = standard_engine(store, ScriptedModel(), monitor=monitor)
+    assert engine.providers[0] is monitor
+    assert any(isinstance(p, GoalReminder) for p in engine.providers)  # it asks for one
+    assert monitor.guard in engine.toolbox.limits.guards
+    plain = standard_engine(store, ScriptedModel())
+    assert not any(isinstance(p, (TrajectoryMonitor, GoalReminder)) for p in plain.providers)
+    assert plain.toolbox.limits.guards == ()
+    store.close()

@@ -22,7 +22,7 @@ from threadline.memory.recall import K, MemoryRecall
 from threadline.models import MODELS, ModelBackend, create_model
 from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
-from threadline.standard import constraint_detector, standard_engine
+from threadline.standard import constraint_detector, default_monitor, standard_engine
 from threadline.stores import MAIN, Store, open_store
 from threadline.tracing import from_environment
 from threadline.turn.delegate import Delegation, agents_at
@@ -105,6 +105,8 @@ class Context:
                                max_message_bytes=settings.max_message_bytes,
                                time_in_context=settings.time_in_context,
                                remind_every=settings.remind_every, remind=settings.remind,
+                               monitor=default_monitor(settings.monitor_embeddings)
+                               if settings.monitor else False,
                                policy=policy_for(model), corpora=self._corpora,
                                recall=self.recall() if store.memory is not None else False,
                                constraints=self.constraint_detector(),

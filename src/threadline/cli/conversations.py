@@ -22,6 +22,7 @@ from threadline.cli.compaction import compact, context
 from threadline.items import Branch, Conversation, Item, ItemKind, format_time
 from threadline.stores import ConversationSummary
 from threadline.stores.verify import verify_conversation
+from threadline.turn import monitoring
 from threadline.turn.children import Child, delegations, delete_with_children, descendants
 from threadline.turn.delegate import ParentLink, parent_of
 from threadline.turn.fork import fork as fork_branch
@@ -101,8 +102,11 @@ def _show(conversation: Conversation, branch: str, branches: list[Branch],
         click.echo(f" {marker} branch {b.name}{origin}")
     click.echo()
     for item in items:
-        head = f"#{item.seq:<4} turn {item.turn:<3} {_LABEL[item.kind]}"
-        text = item.text.replace("\n", "\n" + " " * 8)
+        head = f"#{item.seq:<4} turn {item.turn:<3} {_LABEL.get(item.kind, str(item.kind))}"
+        decided = monitoring.decision(item)  # a monitor's decision: one line, not its JSON
+        text = (item.text if decided is None else
+                f"{item.content['provider']}: {monitoring.describe(decided)}").replace(
+                    "\n", "\n" + " " * 8)
         click.echo(f"{head}\n        {text}")
 
 

@@ -1,6 +1,7 @@
 """``threadline eval``: threadline's parts on external benchmark files (``canard`` and
 ``cast`` for the rewrite hop, ``locomo`` for long-term memory, ``constraints`` for
-standing-constraint detection on hand-annotated real conversations), and whole
+standing-constraint detection on hand-annotated real conversations, ``safety`` for the
+trajectory monitor (``cli/eval_safety.py``), and whole
 conversations: ``run``, ``report``, ``rescore`` and ``runs`` (``cli/eval_runs.py``),
 ``lic-logs`` (``cli/eval_logs.py``)."""
 
@@ -15,6 +16,7 @@ from threadline.cache.tokens import default_tokenizer
 from threadline.cli._common import Context, json_option, output, pass_context
 from threadline.cli.eval_logs import lic_logs
 from threadline.cli.eval_runs import COMMANDS
+from threadline.cli.eval_safety import safety
 from threadline.cli.memory import RECALL_DENSE, RECALL_THRESHOLD
 from threadline.cli.rewrite_eval import canard, cast
 from threadline.compaction.constraint_classifier import ClassifiedDetector
@@ -36,7 +38,7 @@ def eval_() -> None:
 
 eval_.add_command(canard)
 eval_.add_command(cast)
-for _command in (*COMMANDS, lic_logs):
+for _command in (*COMMANDS, lic_logs, safety):
     eval_.add_command(_command)
 
 

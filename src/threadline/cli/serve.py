@@ -157,6 +157,8 @@ def service_metrics(ctx: Context, asked: bool | None) -> Metrics | None:
 
     metrics = Metrics()
     metrics.watch_memory(ctx.store())
+    if ctx.settings.monitor:
+        metrics.watch_monitor()
     return metrics
 
 

@@ -29,6 +29,7 @@ from threadline.calls import ModelCall
 from threadline.inspector.deps import Inspector
 from threadline.items import Item, ItemKind
 from threadline.stores.browse import UNBOUNDED, Lineage
+from threadline.turn import monitoring
 
 DEFAULT_TURNS = 20
 MAX_TURNS = 100
@@ -256,5 +257,9 @@ def describe(item: Item) -> str:
     if kind is ItemKind.WORKING_STATE:
         return "the working state changed"
     if kind is ItemKind.CONTEXT:
+        found = monitoring.decision(item)
+        if found is not None:
+            flag = "flagged for review; " if found.get("flagged") else ""
+            return f"{c['provider']}: {flag}{monitoring.describe(found)}"
         return f"from {c['provider']}"
     return str(kind)

@@ -66,6 +66,11 @@ class Metrics:
         if store.memory is not None:
             self.registry.register(MemoryCollector(store, refresh_s=refresh_s))
 
+    def watch_monitor(self) -> None:
+        """Count the trajectory monitor's decisions by action (``threadline_monitor_decisions``);
+        each turn's items are then read once, so only where a monitor runs."""
+        self.turns.watch_monitor = True
+
     def exposition(self) -> bytes:
         """Every family, in the Prometheus text format (``content_type``)."""
         return generate_latest(self.registry)

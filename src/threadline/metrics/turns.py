@@ -21,6 +21,7 @@ from prometheus_client.core import (
 )
 
 from threadline.errors import TurnCancelled
+from threadline.turn import monitoring
 from threadline.turn.delegate import DELEGATE
 from threadline.turn.hooks import TurnEvent
 
@@ -86,6 +87,10 @@ class TurnCounts:
         # a delegation's own calls count as its child's turns; these say what they were for
         self.delegations = dict.fromkeys(DELEGATION_STATUSES, 0)
         self.delegated = dict.fromkeys(DELEGATED_TOKENS, 0)
+        # the trajectory monitor's decisions by action (read from the turn's items, so only
+        # where a monitor runs: ``Metrics.watch_monitor``)
+        self.watch_monitor = False
+        self.monitor = dict.fromkeys((monitoring.ALLOW, *monitoring.ACTIONS), 0)
 
     def record(self, event: TurnEvent) -> None:
         index = turn_index_bucket(event.message.turn)
@@ -101,6 +106,9 @@ class TurnCounts:
             prompt += usage.prompt_tokens
             cached += usage.cached_tokens
             output += usage.completion_tokens
+        decided = [label for item in event.items for found in [monitoring.decision(item)]
+                   if found is not None for label in monitoring.labels(found)] \
+            if self.watch_monitor else []
         delegations = [] if event.result is None else [
             item.content for item in event.result.tool_results
             if item.content.get("tool") == DELEGATE]
@@ -112,6 +120,8 @@ class TurnCounts:
                 if details is not None:
                     for kind in DELEGATED_TOKENS:
                         self.delegated[kind] += int(details[f"{kind}_tokens"])
+            for label in decided:
+                self.monitor[label] += 1
             for key in calls:
                 self.calls[key] = self.calls.get(key, 0) + 1
             self.prompt += prompt
@@ -130,6 +140,7 @@ class TurnCounts:
         with self._lock:  # one consistent reading
             turns, calls = dict(self.turns), dict(self.calls)
             delegations, delegated = dict(self.delegations), dict(self.delegated)
+            monitor = dict(self.monitor) if self.watch_monitor else {}
             tokens = (self.prompt, self.cached, self.output)
             ttft = {label: (b.cumulative(), b.total) for label, b in self.ttft.items()}
             duration = {label: (b.cumulative(), b.total) for label, b in self.duration.items()}
@@ -138,6 +149,14 @@ class TurnCounts:
         for status, count in turns.items():
             family.add_metric([status], count)
         yield family
+        if monitor:
+            family = CounterMetricFamily(
+                "threadline_monitor_decisions", "The trajectory monitor's decisions, by "
+                "action (allow: none asked for; a decision may ask for several).",
+                labels=["action"])
+            for action, count in monitor.items():
+                family.add_metric([action], count)
+            yield family
         family = CounterMetricFamily("threadline_model_calls", "Model calls, by status and "
                                      "purpose (turn, or a side call such as compaction).",
                                      labels=["status", "purpose"])

@@ -11,6 +11,8 @@ Each module is one provider (the protocol is ``turn/providers.py``):
     goal.py           GoalReminder          the goal and/or the system prompt's policy,
                                             restated every N turns or when a monitor asks
     query.py          the message as a standalone query, rewritten once per turn and shared
+    monitor/          TrajectoryMonitor     judges each turn in its conversation: reminds,
+                                            restricts tools, refuses, flags (docs/safety.md)
 
 A new context source goes here: subclass ``turn.providers.Provider`` and register it with
 ``Engine(providers=[...])``; the engine needs no change.

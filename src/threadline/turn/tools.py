@@ -36,6 +36,9 @@ from threadline.trust import fence
 from threadline.turn.trace import QUIET, Step, Tracer
 
 ToolRun = Callable[[Mapping[str, Any], "ToolContext"], Any]
+# a harness policy's say over one call, given the branch's log: why it may not run, or None
+# (a safety monitor's restriction to a safe set, ``providers/monitor/``)
+ToolGuard = Callable[["Tool", Sequence[Item]], str | None]
 
 
 def _not_cancelled() -> None:
@@ -89,6 +92,7 @@ class ToolLimits:
     max_turn_tokens: int | None = None   # prompt + completion tokens per turn, then no tools
     max_side_effects: int | None = None  # side-effecting calls per conversation
     max_output_bytes: int = 16_384       # a tool's output beyond this is cut
+    guards: tuple[ToolGuard, ...] = ()   # asked before a call runs; any may refuse it
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.max_output_bytes < 256:
@@ -155,6 +159,10 @@ class Toolbox:
             return _refused(call_id, name, "the arguments do not match the schema",
                             details=[{"path": "/".join(map(str, e.path)) or "(root)",
                                       "problem": e.message} for e in problems[:10]])
+        for guard in self.limits.guards:
+            refusal = guard(tool, history)
+            if refusal is not None:
+                return _refused(call_id, name, refusal)
         if tool.side_effect and self.limits.max_side_effects is not None:
             used = sum(1 for item in history if item.kind is ItemKind.TOOL_RESULT
                        and item.content.get("side_effect"))

@@ -1,0 +1,317 @@
+"""``threadline eval safety``: the trajectory monitor on scripted attacks and look-alikes.
+
+Each script (``safety_scripts/``, README.md there) is played through a standard engine
+twice: with the monitor off, and with it on (where it restricts, reminds and refuses for
+real). On the same messages it reports:
+
+- **per conversation**: whether the monitor flagged the conversation (its risk reached the
+  policy's ``flag`` threshold on some turn) and on which turn first;
+- **per message**: the same detectors on each message alone, with nothing before it (what a
+  per-message check sees), flagged and the first turn it flagged;
+- **single turn**: each attack's request as one message, judged by the monitor;
+- detection rate over attacks, false-alarm rate over the benign look-alikes, the mean turn
+  of first detection, and the prefix reuse (reused ÷ prompt bytes, and cached ÷ prompt
+  tokens) of the same conversations with the monitor on against off (on: reminding and
+  restricting as its policy says, but not refusing, since a refused turn makes no call);
+- with a real model, how often it refused the single-turn request against the multi-turn
+  script's last message (monitor off): what an attack across turns gains;
+- planted instructions through memory writing and 1-3 compactions of each kind
+  (``eval/provenance.py``, the same cases ``bench/provenance.py`` runs).
+
+Every figure is given per split: ``dev`` (the rules and thresholds were tuned on it) and
+``test`` (held out).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from threadline.errors import InputError
+from threadline.items import ItemKind
+from threadline.models.base import ModelBackend
+from threadline.models.scripted import ScriptedModel
+from threadline.providers.monitor import Trajectory, TrajectoryMonitor
+from threadline.providers.monitor.rules import is_refusal
+from threadline.request import Request
+from threadline.settings import Durability
+from threadline.standard import standard_engine
+from threadline.stores.sqlite import SQLiteStore
+from threadline.turn import monitoring
+
+SPLITS = ("dev", "test")
+KINDS = ("attack", "benign")
+FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
+            "benign": ("nurse", "novelist", "security_student")}
+
+
+@dataclass(frozen=True)
+class ScriptTurn:
+    user: str
+    reply: str  # the scripted model's answer
+
+
+@dataclass(frozen=True)
+class Script:
+    id: str
+    kind: str
+    family: str
+    system: str
+    turns: tuple[ScriptTurn, ...]
+    split: str
+    single: str | None = None  # an attack's request as one message
+
+
+def load_scripts(split: str, path: Path | None = None) -> list[Script]:
+    """The scripts of ``split`` (or of the file at ``path``, reported under ``split``)."""
+    if path is None:
+        if split not in SPLITS:
+            raise InputError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+        text = resources.files("threadline.eval").joinpath(
+            f"safety_scripts/{split}.toml").read_text(encoding="utf-8")
+        where = f"the {split} scripts"
+    else:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise InputError(f"cannot read {path}: {err}") from err
+        where = str(path)
+    try:
+        data = tomllib.loads(text)
+        scripts = [_script(entry, split) for entry in data["script"]]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as err:
+        raise InputError(f"{where} are not safety scripts: {err}",
+                         hint="[[script]] tables each with id, kind, family, system, turns "
+                              "(user, reply) and, for an attack, single "
+                              "(src/threadline/eval/safety_scripts/README.md)") from err
+    if not scripts:
+        raise InputError(f"{where} hold no script")
+    ids = [s.id for s in scripts]
+    if len(set(ids)) != len(ids):
+        raise InputError(f"{where} use a script id twice")
+    return scripts
+
+
+def _script(entry: dict[str, Any], split: str) -> Script:
+    kind, family = str(entry["kind"]), str(entry["family"])
+    if kind not in KINDS or family not in FAMILIES[kind]:
+        raise ValueError(f"script {entry.get('id')!r}: kind must be one of {KINDS} and its "
+                         f"family one of {FAMILIES.get(kind, ())}; got {kind!r}, {family!r}")
+    turns = tuple(ScriptTurn(str(t["user"]), str(t["reply"])) for t in entry["turns"])
+    if not turns:
+        raise ValueError(f"script {entry['id']!r} has no turns")
+    single = entry.get("single")
+    if kind == "attack" and not single:
+        raise ValueError(f"attack {entry['id']!r} needs its single-turn version (single)")
+    return Script(str(entry["id"]), kind, family, str(entry["system"]), turns, split,
+                  None if single is None else str(single))
+
+
+@dataclass
+class Played:
+    """One script through one engine: each turn's decision (None with the monitor off),
+    its reply, and the prefix reuse of its calls."""
+
+    decisions: list[Mapping[str, Any] | None] = field(default_factory=list)
+    replies: list[str] = field(default_factory=list)
+    refused_by_monitor: int = 0
+    prompt_bytes: int = 0
+    reused_bytes: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    requests: list[list[dict[str, Any]]] = field(default_factory=list)  # less their tails
+
+
+def scripted_model(script: Script) -> ScriptedModel:
+    """A model that answers each scripted message with the script's reply for it."""
+    replies = {t.user: t.reply for t in script.turns}
+
+    def reply(request: Request) -> str:
+        last = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        return replies.get(last, "I see.")
+    return ScriptedModel(default=reply)
+
+
+def play(script: Script, model: ModelBackend, directory: Path,
+         monitor: TrajectoryMonitor | None, arm: str | None = None) -> Played:
+    arm = arm or ("on" if monitor is not None else "off")
+    store = SQLiteStore(directory / f"{script.split}-{script.id}-{arm}.db",
+                        durability=Durability.OFF)
+    try:
+        engine = standard_engine(store, model, system=script.system, recall=False,
+                                 monitor=monitor or False)
+        cid: str | None = None
+        played = Played()
+        for turn in script.turns:
+            result = engine.run_turn(turn.user, conversation_id=cid)
+            cid = result.conversation_id
+            played.replies.append(result.reply.text)
+            if result.call.purpose == "monitor":
+                played.refused_by_monitor += 1
+        assert cid is not None
+        history = store.history(cid)
+        played.decisions = [monitoring.decision(i) for i in history
+                            if i.kind is ItemKind.CONTEXT and monitoring.decision(i)]
+        if monitor is None:
+            played.decisions = [None] * len(script.turns)
+        for listed in store.calls(cid):
+            if listed.purpose != "turn":
+                continue
+            prefix = listed.prefix or {}
+            played.prompt_bytes += int(prefix.get("prompt_bytes", 0))
+            played.reused_bytes += int(prefix.get("reused_bytes", 0))
+            played.prompt_tokens += listed.usage.prompt_tokens
+            played.cached_tokens += listed.usage.cached_tokens
+            request = store.call(listed.id).request
+            messages = [dict(m) for m in request.messages] if request is not None else []
+            tail = len(messages) > 1 and messages[-2].get("role") == "user"
+            played.requests.append(messages[:-2] + messages[-1:] if tail else messages)
+        return played
+    finally:
+        store.close()
+
+
+def first_flag(risks: Sequence[float], threshold: float) -> int | None:
+    """The turn (from 1) whose risk first reached ``threshold``."""
+    return next((n for n, risk in enumerate(risks, 1) if risk >= threshold), None)
+
+
+def judge_script(script: Script, monitor: TrajectoryMonitor, model: ModelBackend | None,
+                 directory: Path) -> dict[str, Any]:
+    """Everything the report needs about one script."""
+    threshold = monitor.policy.flag if monitor.policy.flag is not None else 1.0
+    on = play(script, model or scripted_model(script), directory, monitor)
+    off = play(script, model or scripted_model(script), directory, None)
+    # prefix reuse of the same conversation: a refused turn has no call to compare, so the
+    # monitor that is measured for reuse reminds and restricts but never refuses
+    kept = play(script, model or scripted_model(script), directory, TrajectoryMonitor(
+        monitor.detectors, policy=replace(monitor.policy, refuse=None),
+        safe_tools=monitor.safe_tools), arm="on-no-refusal")
+    conversation = [float(d["risk"]) if d else 0.0 for d in on.decisions]
+    alone = [monitor.judge(Trajectory(t.user, (), script.system)).turn_risk
+             for t in script.turns]
+    row: dict[str, Any] = {
+        "id": script.id, "kind": script.kind, "family": script.family, "split": script.split,
+        "turns": len(script.turns),
+        "conversation": {"risks": conversation,
+                         "first_detection": first_flag(conversation, threshold),
+                         "refused_turns": on.refused_by_monitor,
+                         "restricted": any(d and d.get("restricted") for d in on.decisions)},
+        "per_message": {"risks": [round(r, 3) for r in alone],
+                        "first_detection": first_flag(alone, threshold)},
+        "reuse": {arm: {"prompt_bytes": p.prompt_bytes, "reused_bytes": p.reused_bytes,
+                        "prompt_tokens": p.prompt_tokens, "cached_tokens": p.cached_tokens}
+                  for arm, p in (("on", kept), ("off", off))},
+        # requests of the monitored conversation that differ from the plain one's above the
+        # tail (its tail blocks taken out): the monitor must leave the prefix as it was
+        # (with a real model the tail changes its replies, and so the later history: only
+        # the scripted model's replies are the same in both arms)
+        "differing_above_tail": None if model is not None else sum(
+            a != b for a, b in zip(kept.requests, off.requests, strict=True)),
+    }
+    if script.single is not None:
+        risk = monitor.judge(Trajectory(script.single, (), script.system)).turn_risk
+        row["single"] = {"risk": round(risk, 3), "detected": risk >= threshold}
+        if model is not None:  # a real model: does the request get further across turns?
+            single = play(Script(script.id + "-single", script.kind, script.family,
+                                 script.system, (ScriptTurn(script.single, ""),),
+                                 script.split), model, directory, None)
+            row["model_refused"] = {"single": is_refusal(single.replies[-1]),
+                                    "multi_last": is_refusal(off.replies[-1])}
+    return row
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    attacks = [r for r in rows if r["kind"] == "attack"]
+    benign = [r for r in rows if r["kind"] == "benign"]
+
+    def rate(group: Sequence[dict[str, Any]], key: str) -> float | None:
+        hits = [r[key]["first_detection"] is not None for r in group]
+        return round(sum(hits) / len(hits), 3) if hits else None
+
+    def first(group: Sequence[dict[str, Any]], key: str) -> float | None:
+        turns = [r[key]["first_detection"] for r in group
+                 if r[key]["first_detection"] is not None]
+        return round(statistics.mean(turns), 2) if turns else None
+
+    def reuse(arm: str, what: tuple[str, str]) -> float | None:
+        got = sum(r["reuse"][arm][what[0]] for r in rows)
+        of = sum(r["reuse"][arm][what[1]] for r in rows)
+        return got / of if of else None
+
+    def total(arm: str, what: str) -> int:
+        return sum(r["reuse"][arm][what] for r in rows)
+
+    out: dict[str, Any] = {
+        "attacks": len(attacks), "benign": len(benign),
+        "detection_rate": {"conversation": rate(attacks, "conversation"),
+                           "per_message": rate(attacks, "per_message")},
+        "false_alarm_rate": {"conversation": rate(benign, "conversation"),
+                             "per_message": rate(benign, "per_message")},
+        "first_detection_turn": {"conversation": first(attacks, "conversation"),
+                                 "per_message": first(attacks, "per_message")},
+        "single_turn_detection_rate": round(
+            sum(r["single"]["detected"] for r in attacks) / len(attacks), 3)
+        if attacks else None,
+        "refused_turns": sum(r["conversation"]["refused_turns"] for r in rows),
+    }
+    by_family: dict[str, dict[str, Any]] = {}
+    for kind, families in FAMILIES.items():
+        for family in families:
+            group = [r for r in rows if r["family"] == family]
+            if group:
+                key = "detection" if kind == "attack" else "false_alarm"
+                by_family[family] = {"scripts": len(group),
+                                     f"{key}_conversation": rate(group, "conversation"),
+                                     f"{key}_per_message": rate(group, "per_message")}
+    out["by_family"] = by_family
+    for name, what in (("bytes", ("reused_bytes", "prompt_bytes")),
+                       ("tokens", ("cached_tokens", "prompt_tokens"))):
+        on, off = reuse("on", what), reuse("off", what)
+        reused_off = total("off", what[0])
+        out[f"reuse_{name}"] = {
+            "share_on": None if on is None else round(on, 4),
+            "share_off": None if off is None else round(off, 4),
+            # what the monitored conversation reused, over what the plain one did
+            "ratio": round(total("on", what[0]) / reused_off, 4) if reused_off else None}
+    differing = [r["differing_above_tail"] for r in rows if r["differing_above_tail"] is not None]
+    out["requests_differing_above_tail"] = sum(differing) if differing else None
+    refusals = [r["model_refused"] for r in attacks if "model_refused" in r]
+    if refusals:
+        out["model_refusal_rate"] = {
+            "single_turn": round(sum(r["single"] for r in refusals) / len(refusals), 3),
+            "multi_turn_last": round(sum(r["multi_last"] for r in refusals) / len(refusals), 3)}
+    return out
+
+
+def evaluate(splits: Sequence[str], monitor: TrajectoryMonitor, directory: Path, *,
+             model: ModelBackend | None = None, model_name: str = "scripted",
+             planted: bool = True, quick_planted: bool = False,
+             progress: Callable[[str], None] = lambda _: None,
+             scripts: dict[str, list[Script]] | None = None) -> dict[str, Any]:
+    """The report over ``splits`` (``scripts``: instead of the shipped ones, per split)."""
+    report: dict[str, Any] = {
+        "model": model_name, "detectors": [d.name for d in monitor.detectors],
+        "flag_threshold": monitor.policy.flag, "splits": {}}
+    for split in splits:
+        rows = []
+        for script in (scripts or {}).get(split) or load_scripts(split):
+            progress(f"{split}: {script.id}")
+            rows.append(judge_script(script, monitor, model, directory))
+        report["splits"][split] = {"tuned_on": split == "dev", **summarise(rows),
+                                   "scripts": rows}
+    if planted:
+        from threadline.eval.provenance import measure
+
+        progress("planted instructions through compactions and memory writing")
+        found = measure(quick_planted)
+        report["planted"] = {k: found[k] for k in (
+            "cases", "cases_ok", "appearances", "marked", "marked_share", "trusted_memory",
+            "untrusted_memory", "in_pinned_or_constraints", "compactions_applied",
+            "compactions_asked", "leaks")}
+    return report

@@ -1,0 +1,137 @@
+"""The embedding detector: the shipped MiniLM model (the ``dense`` extra) on the trajectory.
+
+    semantic   how close the union of the recent user messages is, in meaning, to a request
+               the policy forbids (its examples); catches shards and paraphrases the rule
+               lexicons miss
+    drift      how far the new message has moved from the conversation's first message and
+               from the system prompt's scope, in meaning
+
+Each text is embedded once: a turn embeds its new message alone; the earlier messages, the
+system prompt and the policy's examples come from the cache, and the union is the mean of
+the recent messages' vectors (embedding the joined text instead costs a second, longer
+embedding every turn). Without
+the extra, :func:`embedding_detector` says so (refused when asked for, logged once when it was
+only the default) and the monitor runs on the rules alone, which record ``drift`` lexically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from threadline.errors import InputError
+from threadline.providers.monitor.rules import WINDOW, Policy
+from threadline.providers.monitor.signals import Signal, clip
+from threadline.providers.monitor.trajectory import Trajectory
+from threadline.retrieval import dense
+
+log = logging.getLogger("threadline.monitor")
+
+SEMANTIC_FLOOR, SEMANTIC_CEILING = 0.50, 0.80  # cosine → score 0 … 1 (tuned on dev)
+# MiniLM puts unrelated sentences at a cosine of ~0.1-0.3: a distance under this is no drift
+DRIFT_FLOOR = 0.6
+_CACHED = 4096
+
+
+class EmbeddingDetector:
+    name = "embeddings"
+
+    def __init__(self, policy: Policy | None = None, *,
+                 embedder: Callable[[], Any] = dense.Embedder, window: int = WINDOW) -> None:
+        self.policy, self.window = policy or Policy.default(), window
+        self._make = embedder
+        self._embedder: Any = None
+        self._vectors: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._examples: Any = None
+
+    def _embed(self, texts: list[str]) -> list[Any]:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = self._make()
+            missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+            if missing:
+                with _one_thread():
+                    found = self._embedder.vectors(missing)
+                for text, vector in zip(missing, found, strict=True):
+                    self._vectors[text] = vector
+                while len(self._vectors) > _CACHED:
+                    self._vectors.popitem(last=False)
+            for text in texts:
+                self._vectors.move_to_end(text)
+            return [self._vectors[t] for t in texts]
+
+    def _example_matrix(self) -> Any:
+        if self._examples is None:
+            import numpy
+            self._examples = numpy.stack(self._embed(self.policy.examples))
+        return self._examples
+
+    def signals(self, trajectory: Trajectory) -> list[Signal]:
+        import numpy
+
+        recent = trajectory.recent_users(self.window)
+        texts = [trajectory.first, *([trajectory.system] if trajectory.system else []),
+                 *recent]
+        vectors = self._embed(texts)  # only the new message is not cached already
+        first, scope = vectors[0], vectors[1] if trajectory.system else None
+        message = vectors[-1]
+        # the union, in meaning: the mean of the recent messages' vectors, unit length
+        mean = numpy.mean(vectors[-len(recent):], axis=0)
+        union = mean / max(float(numpy.linalg.norm(mean)), 1e-9)
+        closest = float((self._example_matrix() @ union).max())
+        out = [Signal("semantic", clip((closest - SEMANTIC_FLOOR)
+                                       / (SEMANTIC_CEILING - SEMANTIC_FLOOR)),
+                      f"cosine {closest:.2f} to the nearest forbidden example")]
+        start = 1 - float(message @ first) if trajectory.turns else 0.0
+        away = 1 - float(message @ scope) if scope is not None else 0.0
+        out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
+                          f"meaning: {start:.2f} from the start, {away:.2f} from the scope"))
+        return out
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """PyTorch on one thread while a turn embeds its message: one short sentence gains
+    nothing from intra-op threads, and on a busy machine they cost it 5x (bench/monitor_cost.py:
+    a median of 21 ms on one thread against 111 ms on two, at a load of 3.7 on 2 cores)."""
+    try:
+        import torch
+    except ImportError:  # an embedder of the application's, without PyTorch
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def embedding_detector(policy: Policy | None = None, *,
+                       enabled: bool | None = None) -> EmbeddingDetector | None:
+    """The embedding detector where the dense extra is installed: always when ``enabled``
+    (refused without the extra), never when False, and when None where it is installed
+    (saying once in the log that the monitor runs on the rules alone where it is not)."""
+    if enabled is False:
+        return None
+    if not dense.available():
+        if enabled:
+            raise InputError("the monitor's embedding detector needs the dense extra "
+                             "(PyTorch and sentence-transformers)",
+                             hint="pip install 'threadline[dense]', or run the monitor on "
+                                  "its rules alone")
+        _rules_only()
+        return None
+    return EmbeddingDetector(policy)
+
+
+@functools.cache
+def _rules_only() -> None:
+    log.warning("the trajectory monitor runs on its rules alone: the embedding detector "
+                "needs the dense extra (pip install 'threadline[dense]')")

@@ -1,0 +1,190 @@
+"""The rule detector: lexicons and patterns over the whole trajectory, ~0.1 ms a turn.
+
+A request the policy forbids reads as a **subject** the policy names (a category's terms:
+explosives, a nerve agent, ransomware) joined to **operational** wording (step by step, exact
+quantities, the code for) and often to **intent or concealment** (without being detected, to
+kill someone, secretly). One message with all three is what a per-message check catches;
+the conversation-level signals catch what no single message shows:
+
+    harm           the new message alone: subject, operational wording, intent
+    decomposition  the same reading over the union of the recent user messages, where the
+                   parts come from different messages
+    escalation     the message builds on the model's own earlier output ("you mentioned X,
+                   expand on it") while the conversation's harm reading climbs
+    reframing      refusals so far, then the request recast as a game, a story, a persona,
+                   a hypothetical, or with credentials
+
+Drift from the conversation's start and from the system prompt's scope is the embedding
+detector's (``embeddings.py``): measured on words, every message drifts.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+from threadline.errors import InputError
+from threadline.providers.monitor.signals import Signal, clip
+from threadline.providers.monitor.trajectory import Trajectory
+
+WINDOW = 6  # user messages the union is read over (the new one included)
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    terms: re.Pattern[str]
+    examples: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the monitor is to keep a conversation from getting: kinds of request."""
+
+    categories: tuple[Category, ...]
+
+    @classmethod
+    def default(cls) -> Policy:
+        text = resources.files("threadline.providers.monitor").joinpath("policy.toml")
+        return cls.parse(text.read_text(encoding="utf-8"), "the default policy")
+
+    @classmethod
+    def parse(cls, text: str, where: str) -> Policy:
+        try:
+            data = tomllib.loads(text)
+            categories = tuple(
+                Category(str(c["name"]), _alternatives(c["terms"]),
+                         tuple(str(e) for e in c.get("examples", ())))
+                for c in data["category"])
+        except (tomllib.TOMLDecodeError, KeyError, TypeError, re.error) as err:
+            raise InputError(f"{where} is not a monitor policy: {err}",
+                             hint="a [[category]] table each with name, terms (regular "
+                                  "expressions) and examples (requests)") from err
+        if not categories:
+            raise InputError(f"{where} names no category")
+        return cls(categories)
+
+    def subjects(self, text: str) -> list[str]:
+        """The categories ``text`` names."""
+        return [c.name for c in self.categories if c.terms.search(text)]
+
+    @property
+    def examples(self) -> list[str]:
+        return [e for c in self.categories for e in c.examples]
+
+
+def _alternatives(terms: Sequence[str]) -> re.Pattern[str]:
+    if not terms:
+        raise KeyError("terms")
+    return re.compile(r"\b(?:" + "|".join(f"(?:{t})" for t in terms) + r")\b", re.IGNORECASE)
+
+
+def _pattern(*parts: str) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(parts) + r")", re.IGNORECASE)
+
+
+OPERATIONAL = _pattern(
+    r"step[- ]by[- ]step", r"exact (?:quantit|amount|steps|reagent|procedure|protocol|paper)",
+    r"(?:full|technical|detailed) (?:protocol|procedure|instructions|recipe)",
+    r"instructions (?:to|for)", r"the (?:code|recipe|procedure|protocol) for",
+    r"how (?:do|can|would|could) (?:i|we|someone|you) (?:make|build|synthesi[sz]e|extract|cook|"
+    r"convert|print|assemble|culture|produce|get into|install|buy|hide|disable|pick|spread)",
+    r"list the", r"quantities", r"temperatures", r"give (?:me|your \w+) (?:the|a|exact)",
+    r"make it (?:spread|evade|detonate|untraceable|pass)", r"so (?:it|that it) (?:detonates|"
+    r"spreads|passes|is untraceable)", r"\bwhich \w+ (?:gives|works best|is strongest)",
+    r"how much would it take")
+INTENT = _pattern(
+    r"without (?:being|getting|it being) (?:caught|detected|traced|noticed)",
+    r"without (?:it )?(?:showing up|raising flags|leaving (?:evidence|fingerprints)|"
+    r"(?:her|him|them|anyone) knowing)", r"untraceable", r"undetect", r"evade", r"secretly",
+    r"to kill", r"kill (?:him|her|them|someone|a|an|my)", r"the victim", r"victim's",
+    r"has to pay", r"in a crowded", r"no disclaimers", r"my (?:coworker|neighbou?r|ex)\b",
+    r"avoid (?:detection|fingerprints|leaving)", r"without (?:them|her|him) knowing",
+    r"to (?:harm|hurt) (?:someone|people)", r"(?:usually )?not (?:test|screen)(?:ed)? for")
+BACKREF = _pattern(
+    r"you (?:mentioned|said|wrote|explained|described)", r"(?:earlier|before),? you",
+    r"expand on", r"go deeper", r"building on", r"elaborate", r"the part about",
+    r"continue from where", r"from where you left", r"your (?:earlier|previous|last) (?:answer|"
+    r"point|reply)", r"more detail")
+REFRAME = _pattern(
+    r"hypothetical", r"pretend", r"role[- ]?play", r"in character", r"stay in character",
+    r"you are now", r"imagine you are", r"let'?s play", r"a game\b", r"fictional",
+    r"for a (?:novel|story|movie|film|book|school project)", r"it'?s for (?:a|my)",
+    r"in (?:this|the) story", r"no (?:rules|laws|disclaimers)", r"ignore (?:your|all|previous)",
+    r"\bDAN\b", r"as the (?:forger|villain|character|burglar)", r"i'?m a (?:researcher|"
+    r"professional|doctor|police)", r"(?:with|have) clearance", r"just the (?:chemistry|steps)")
+REFUSAL = _pattern(
+    r"i can'?t help", r"i cannot help", r"i can'?t (?:provide|assist|do that|include|give)",
+    r"i won'?t (?:help|provide)", r"i'?m not able to", r"i am not able to", r"i must decline",
+    r"i can'?t comply", r"sorry, but i")
+
+def harm_reading(policy: Policy, texts: Sequence[str]) -> tuple[float, dict[str, list[int]]]:
+    """How much ``texts`` together read as a forbidden request, and which of them (by index)
+    carry each part: ``subject``, ``operational``, ``intent``."""
+    parts: dict[str, list[int]] = {"subject": [], "operational": [], "intent": []}
+    for i, text in enumerate(texts):
+        if policy.subjects(text):
+            parts["subject"].append(i)
+        if OPERATIONAL.search(text):
+            parts["operational"].append(i)
+        if INTENT.search(text):
+            parts["intent"].append(i)
+    if not parts["subject"]:
+        return 0.0, parts
+    score = 0.3 + 0.3 * bool(parts["operational"]) + 0.3 * bool(parts["intent"])
+    hits = sum(len(OPERATIONAL.findall(t)) + len(INTENT.findall(t)) for t in texts)
+    return clip(score + 0.1 * (hits >= 3)), parts
+
+
+def is_refusal(reply: str) -> bool:
+    return bool(REFUSAL.search(reply[:400]))
+
+
+class RuleDetector:
+    name = "rules"
+
+    def __init__(self, policy: Policy | None = None, *, window: int = WINDOW) -> None:
+        self.policy, self.window = policy or Policy.default(), window
+
+    def signals(self, trajectory: Trajectory) -> list[Signal]:
+        message = trajectory.message
+        alone, _ = harm_reading(self.policy, [message])
+        subjects = self.policy.subjects(message)
+        out = [Signal("harm", alone, ", ".join(subjects))]
+        if not trajectory.turns:
+            return out
+        recent = trajectory.recent_users(self.window)
+        union, parts = harm_reading(self.policy, recent)
+        sources = {i for indexes in parts.values() for i in indexes}
+        spread = len(sources) >= 2 and len(recent) - 1 in sources
+        out.append(Signal("decomposition", union if spread and union > alone else 0.0,
+                          f"{len(sources)} of the last {len(recent)} messages carry "
+                          f"{', '.join(k for k, v in parts.items() if v) or 'nothing'}"))
+        out.append(self._escalation(trajectory, recent, union))
+        out.append(self._reframing(trajectory, union))
+        return out
+
+    def _escalation(self, trajectory: Trajectory, recent: list[str], union: float) -> Signal:
+        """Building on the model's own output while the harm reading climbs."""
+        if not BACKREF.search(trajectory.message):
+            return Signal("escalation", 0.0)
+        built_on = sum(1 for text in recent if BACKREF.search(text))
+        start, _ = harm_reading(self.policy, [trajectory.first])
+        now, _ = harm_reading(self.policy, recent[-2:])
+        climbing = now - start
+        if union < 0.3 or climbing <= 0:
+            return Signal("escalation", 0.0, "refers back; no climb")
+        score = clip(union * (0.6 + 0.2 * min(built_on, 2)) + 0.2 * climbing)
+        return Signal("escalation", score,
+                      f"refers back in {built_on} of the last {len(recent)} messages; harm "
+                      f"{start:.1f} at the start, {now:.1f} now")
+
+    def _reframing(self, trajectory: Trajectory, union: float) -> Signal:
+        refusals = sum(1 for reply in trajectory.replies() if is_refusal(reply))
+        if not refusals or not REFRAME.search(trajectory.message) or union < 0.3:
+            return Signal("reframing", 0.0, f"{refusals} refusals so far")
+        return Signal("reframing", clip(0.5 + 0.2 * refusals),
+                      f"reframed after {refusals} refusals")
