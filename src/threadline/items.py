@@ -203,6 +203,17 @@ class NewItem:
         return cls(ItemKind.NOTE, {"text": text, **extra})
 
 
+def item_text(kind: ItemKind, content: Mapping[str, Any]) -> str:
+    """An item's human-readable text, whatever its kind (``Item.text``)."""
+    for name in ("text", "output", "summary"):
+        value = content.get(name)
+        if isinstance(value, str):
+            return value
+    if kind is ItemKind.TOOL_CALL:
+        return f"{content['name']}({canonical_json(content['arguments'])})"
+    return canonical_json(content)
+
+
 @dataclass(frozen=True)
 class Item:
     """An appended item, as read back from the store."""
@@ -221,13 +232,7 @@ class Item:
     @property
     def text(self) -> str:
         """The item's human-readable text, whatever its kind."""
-        for name in ("text", "output", "summary"):
-            value = self.content.get(name)
-            if isinstance(value, str):
-                return value
-        if self.kind is ItemKind.TOOL_CALL:
-            return f"{self.content['name']}({canonical_json(self.content['arguments'])})"
-        return canonical_json(self.content)
+        return item_text(self.kind, self.content)
 
     def to_json(self) -> dict[str, Any]:
         return {

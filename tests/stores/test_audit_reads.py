@@ -5,7 +5,7 @@ exact request in the window is the one ``Store.call`` rebuilds."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,10 @@ def test_a_batch_reads_as_the_store_reads_each_conversation(store: Store) -> Non
     encodings = set()
     for conversation in read:
         cid = conversation.id
-        assert conversation.items == audit.items(cid)
+        assert [(i.conversation_id, i.seq, i.branch, i.turn, i.kind, i.content, i.hash,
+                 i.created_at, i.text) for i in conversation.items] == [
+            (i.conversation_id, i.seq, i.branch, i.turn, i.kind, i.content, i.hash,
+             i.created_at, i.text) for i in audit.items(cid)]
         assert conversation.branches == store.branches(cid)
         listed = store.calls(cid)
         assert [logged.id for logged in conversation.calls] == [c.id for c in listed]
@@ -145,3 +148,24 @@ def test_a_batch_reads_as_the_store_reads_each_conversation(store: Store) -> Non
         {True, False}
     assert sum(logged.request is None for c in read for logged in c.calls) >= 2  # next day
     assert audit.conversations([], start, end) == []
+
+
+def test_activity_lists_each_utc_day_with_the_conversations_active_on_it(store: Store) -> None:
+    payloads, rendered = _log(store)  # from 22:40 on one day to 02:00 on the next
+    audit = store.audit
+    assert audit is not None
+    idle = store_conversation(store)  # a conversation with no item and no call
+    expected: dict[date, set[str]] = {}
+    for cid in (payloads, rendered, idle):
+        moments = [i.created_at for i in audit.items(cid)] + \
+            [c.started_at for c in store.calls(cid)]
+        for moment in moments:
+            expected.setdefault(moment.date(), set()).add(cid)
+    everything = audit.activity(T0 - timedelta(days=30), T0 + timedelta(days=30))
+    assert list(everything) == sorted(expected) and len(everything) == 2
+    assert everything == {day: sorted(ids) for day, ids in expected.items()}
+    # the window's ends: from 23:00 (the first turn left out) to the next day's 00:30
+    window = audit.activity(T0 + timedelta(hours=1), T0 + timedelta(hours=2, minutes=30))
+    assert window == {T0.date(): sorted([payloads, rendered]),
+                      (T0 + timedelta(days=1)).date(): sorted([payloads, rendered])}
+    assert audit.activity(T0 + timedelta(hours=5), T0 + timedelta(days=30)) == {}

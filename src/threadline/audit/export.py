@@ -127,10 +127,10 @@ def export(store: Store, target: Target, options: ExportOptions, *,
     jobs = _jobs_by_conversation(store)
     entries = Entries(store)
     seen: set[str] = set()
-    for day in _active_days(audit, since, until):
+    for day, active in _activity(audit, since, until).items():
         start, end = day_start(day), day_start(day + timedelta(days=1))
         with _collector_paused():
-            rows = day_rows(audit, start, end, options.pricing, jobs, entries)
+            rows = day_rows(audit, start, end, options.pricing, jobs, entries, active)
         writer.day(day.isoformat(), rows)
         seen.add(day.isoformat())
         result.days.append(day.isoformat())
@@ -156,15 +156,12 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _active_days(audit: AuditBackend, since: date | None, until: date) -> Iterator[date]:
+def _activity(audit: AuditBackend, since: date | None, until: date) -> dict[date, list[str]]:
+    """The days to export and each one's conversations, read once for the whole window: a
+    conversation that starts on a day after this read and before that day is exported is
+    left to the next export, which carries on from the newest day held."""
     start = day_start(since) if since is not None else datetime.min.replace(tzinfo=UTC)
-    end = day_start(until + timedelta(days=1))
-    while start < end:
-        found = audit.first_activity(start, end)
-        if found is None:
-            return
-        yield found.date()
-        start = day_start(found.date() + timedelta(days=1))
+    return audit.activity(start, day_start(until + timedelta(days=1)))
 
 
 def _jobs_by_conversation(store: Store) -> dict[str, list[Any]]:

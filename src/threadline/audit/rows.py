@@ -20,8 +20,8 @@ from typing import Any
 from threadline.cache.prefix import EXPECTED, Cause, reuse_ratio
 from threadline.cache.pricing import CacheProfile, usage_split
 from threadline.cache.report import price
-from threadline.items import Branch, Item, ItemKind
-from threadline.stores.audit import AuditBackend, LoggedCall, LoggedConversation
+from threadline.items import Branch, ItemKind
+from threadline.stores.audit import AuditBackend, LoggedCall, LoggedConversation, LoggedItem
 from threadline.stores.base import Store
 from threadline.stores.memory import MemoryEntry, MemoryJob
 
@@ -67,10 +67,13 @@ class Entries:
 
 
 def day_rows(audit: AuditBackend, start: datetime, end: datetime, pricing: Pricing,
-             jobs: Mapping[str, Sequence[MemoryJob]], entries: Entries) -> DayRows:
-    """The rows of [start, end), sorted, read a batch of conversations at a time."""
+             jobs: Mapping[str, Sequence[MemoryJob]], entries: Entries,
+             active: Sequence[str] | None = None) -> DayRows:
+    """The rows of [start, end), sorted, read a batch of conversations at a time; ``active``:
+    the conversations active then, sorted, where the caller has read them already."""
     rows = DayRows()
-    active = audit.active(start, end)
+    if active is None:
+        active = sorted({cid for ids in audit.activity(start, end).values() for cid in ids})
     for first in range(0, len(active), CONVERSATIONS_PER_READ):
         for conversation in audit.conversations(
                 active[first:first + CONVERSATIONS_PER_READ], start, end):
@@ -96,7 +99,7 @@ def conversation_rows(conversation: LoggedConversation, start: datetime, end: da
     for call in calls:
         by_turn[(call.branch, call.turn)].append(call)
     for branch in branches:
-        groups: dict[int, list[Item]] = defaultdict(list)
+        groups: dict[int, list[LoggedItem]] = defaultdict(list)
         for item in _history(items, branches, branch.name):
             groups[item.turn].append(item)
         for turn in sorted(set(groups) | {t for b, t in by_turn if b == branch.name}):
@@ -116,7 +119,8 @@ def conversation_rows(conversation: LoggedConversation, start: datetime, end: da
             into.memory_writes.extend(_memory_rows(job, source, entries))
 
 
-def _history(items: Sequence[Item], branches: Sequence[Branch], name: str) -> list[Item]:
+def _history(items: Sequence[LoggedItem], branches: Sequence[Branch], name: str
+             ) -> list[LoggedItem]:
     """``Store.history`` of the branch, from the conversation's items already read: the
     branch's own, then each ancestor's up to where its child forked."""
     spec = {b.name: b for b in branches}
@@ -145,43 +149,57 @@ def sort(rows: DayRows) -> None:
                                            r["position"]))
 
 
-def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Item],
+def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[LoggedItem],
               calls: Sequence[LoggedCall], costs: Mapping[str, tuple[float, float]],
-              by_seq: Mapping[int, Item]) -> Row | None:
+              by_seq: Mapping[int, LoggedItem]) -> Row | None:
     """``costs``: each call's cost under the profile and with no cache at all."""
-    own = [item for item in group if item.branch == branch]
     user = retrieval = recall = None  # the first user message, the last retrieval and recall
-    for item in group:
-        if item.kind is ItemKind.USER:
+    own_reply = None                  # the branch's own last assistant message
+    own_started: datetime | None = None
+    for item in group:  # one pass: a day has thousands of turns
+        kind = item.kind
+        if item.branch == branch:
+            if own_started is None or item.created_at < own_started:
+                own_started = item.created_at
+            if kind is ItemKind.ASSISTANT:
+                own_reply = item
+        if kind is ItemKind.USER:
             user = item if user is None else user
-        elif item.kind is ItemKind.RETRIEVAL:
+        elif kind is ItemKind.RETRIEVAL:
             retrieval = item
-        elif item.kind is ItemKind.RECALL:
+        elif kind is ItemKind.RECALL:
             recall = item
-    if turn == 0 or user is None or not (own or calls):
+    if turn == 0 or user is None or (own_started is None and not calls):
         return None  # before the first message, or a turn the branch inherited
     turn_calls = [call for call in calls if call.purpose == "turn"]
     last_call = turn_calls[-1] if turn_calls else None
-    reply: Item | None = None
+    reply: LoggedItem | None = None
     if last_call is not None and last_call.reply_seq is not None:
         reply = by_seq.get(last_call.reply_seq)
     if reply is None:
-        reply = _last(own, ItemKind.ASSISTANT)
+        reply = own_reply
     status = ("unanswered" if reply is None else "no_call") if last_call is None \
         else last_call.status
     first = turn_calls[0] if turn_calls else None
     prefix = None if first is None else first.prefix
-    cause = None if prefix is None else Cause(prefix.cause)
-    started = min([item.created_at for item in own] + [call.started_at for call in calls])
-    rewritten = retrieval.content["query"] if retrieval is not None else \
-        recall.content["query"] if recall is not None else None
+    cause = None if prefix is None else _CAUSES.get(prefix.cause) or _cause(prefix.cause)
+    started = own_started
+    prompt = cached = completion = 0
+    for call in calls:
+        if started is None or call.started_at < started:
+            started = call.started_at
+        prompt += call.prompt_tokens
+        cached += call.cached_tokens
+        completion += call.completion_tokens
+    user_text = user.text
     return {
         "conversation_id": conversation_id, "branch": branch, "turn": turn,
         "started_at": started, "user_seq": user.seq, "user_hash": user.hash,
         "reply_seq": None if reply is None else reply.seq,
         "reply_hash": None if reply is None else reply.hash, "status": status,
-        "query": retrieval.content.get("raw", user.text) if retrieval else user.text,
-        "rewritten_query": rewritten,
+        "query": user_text if retrieval is None else retrieval.content.get("raw", user_text),
+        "rewritten_query": retrieval.content["query"] if retrieval is not None else
+        recall.content["query"] if recall is not None else None,
         "rewrite_winner": None if retrieval is None else retrieval.content.get("winner"),
         "retrieved_ids": None if retrieval is None else
         [str(p.get("id")) for p in retrieval.content["passages"]],
@@ -190,22 +208,26 @@ def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Item
         "reply": None if reply is None else reply.text,
         "calls": len(calls), "call_ids": [call.id for call in calls],
         "model": None if last_call is None else last_call.model,
-        "prompt_tokens": sum([c.prompt_tokens for c in calls]),
-        "cached_tokens": sum([c.cached_tokens for c in calls]),
-        "completion_tokens": sum([c.completion_tokens for c in calls]),
+        "prompt_tokens": prompt, "cached_tokens": cached, "completion_tokens": completion,
+        # floats summed by sum(), as before, so every cost is the same to the last bit
         "cost_usd": sum([costs[c.id][0] for c in calls]) if calls else None,
         "uncached_cost_usd": sum([costs[c.id][1] for c in calls]) if calls else None,
         "prefix_ratio": None if prefix is None else round(reuse_ratio(prefix), 6),
-        "prefix_cause": None if cause is None else str(cause),
-        "prefix_expected": None if cause is None else cause in EXPECTED,
+        "prefix_cause": None if cause is None else cause[0],
+        "prefix_expected": None if cause is None else cause[1],
         "prefix_report": None if first is None else first.prefix_json,
         "ttft_ms": None if first is None else first.ttft_ms,
         "total_ms": sum([c.total_ms for c in calls]) if calls else None,
     }
 
 
-def _last(items: Sequence[Item], kind: ItemKind) -> Item | None:
-    return next((item for item in reversed(items) if item.kind is kind), None)
+# each cause's name and whether it is expected, looked up rather than built per turn
+_CAUSES = {cause.value: (str(cause), cause in EXPECTED) for cause in Cause}
+
+
+def _cause(value: str) -> tuple[str, bool]:
+    cause = Cause(value)  # ValueError for a cause this threadline does not know
+    return str(cause), cause in EXPECTED
 
 
 def _call_row(call: LoggedCall, cost_usd: float, order: int, requests: dict[str, Row]) -> Row:
@@ -228,7 +250,7 @@ def _call_row(call: LoggedCall, cost_usd: float, order: int, requests: dict[str,
             "response": call.response_json, "_order": order}
 
 
-def _compaction_row(item: Item, by_seq: Mapping[int, Item]) -> Row:
+def _compaction_row(item: LoggedItem, by_seq: Mapping[int, LoggedItem]) -> Row:
     content = item.content
     estimate = content.get("estimate") or {}
     price = estimate.get("price") or {}
@@ -248,7 +270,7 @@ def _compaction_row(item: Item, by_seq: Mapping[int, Item]) -> Row:
             "append_usd": price.get("append_usd"), "compact_usd": price.get("compact_usd")}
 
 
-def _memory_rows(job: MemoryJob, item: Item, entries: Entries) -> list[Row]:
+def _memory_rows(job: MemoryJob, item: LoggedItem, entries: Entries) -> list[Row]:
     out = []
     for position, decision in enumerate(job.decisions or ()):
         entry_id = decision.get("entry")

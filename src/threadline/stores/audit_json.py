@@ -10,17 +10,24 @@ an export, so a store without the extra still opens.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
 from threadline.calls import CallStatus, SentRequest
-from threadline.items import Item
-from threadline.stores.audit import CANONICAL_JSON, RENDERED_PROMPT, ExactRequest, LoggedCall
+from threadline.items import ItemKind
+from threadline.stores.audit import (
+    CANONICAL_JSON,
+    RENDERED_PROMPT,
+    ExactRequest,
+    LoggedCall,
+    LoggedItem,
+)
 from threadline.stores.delta_fields import DeltaFields
-from threadline.stores.rows import item_from_row, stored_time
 
+# ``LoggedItem``'s fields, in order
+ITEM_COLUMNS = "conversation_id, seq, branch, turn, kind, content, hash, created_at"
 # ``stores/rows.py: call_from_row``'s columns, then the request's delta and its base
 CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
                 "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
@@ -46,11 +53,23 @@ class _Response(msgspec.Struct):
 _prefix = msgspec.json.Decoder(PrefixCounts)
 _response = msgspec.json.Decoder(_Response)
 _content = msgspec.json.Decoder()  # an item's content: untyped, as ``json.loads`` gives it
+_KINDS = {kind.value: kind for kind in ItemKind}
+_STATUSES = {status.value: str(status) for status in CallStatus}
+_parse_time = datetime.fromisoformat
 
 
-def items(rows: Iterable[Sequence[Any]]) -> list[Item]:
-    """Rows of ``stores/audit_sql.py``'s item columns as items."""
-    return [item_from_row(row, _content.decode) for row in rows]
+def _time(value: str | datetime) -> datetime:
+    """``stores/rows.py: stored_time``, which the loops below inline for SQLite's text."""
+    return _parse_time(value) if isinstance(value, str) else value.astimezone(UTC)
+
+
+def items(rows: Iterable[Sequence[Any]]) -> list[LoggedItem]:
+    """Rows of ``ITEM_COLUMNS`` as items."""
+    decode, kinds = _content.decode, _KINDS
+    return [LoggedItem(cid, seq, branch, turn, kinds.get(kind) or ItemKind(kind),
+                       decode(content), digest,
+                       _parse_time(at) if isinstance(at, str) else _time(at))
+            for cid, seq, branch, turn, kind, content, digest, at in rows]
 
 
 def calls(rows: Sequence[Sequence[Any]], start: datetime, end: datetime) -> list[LoggedCall]:
@@ -61,9 +80,10 @@ def calls(rows: Sequence[Sequence[Any]], start: datetime, end: datetime) -> list
     for (cid, conversation_id, branch, turn, head_seq, reply_seq, status, model, response,
          prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, started, error,
          prefix, purpose, _, _) in rows:
-        started_at = stored_time(started)
+        started_at = _parse_time(started) if isinstance(started, str) else _time(started)
         out.append(LoggedCall(
-            cid, conversation_id, branch, turn, head_seq, reply_seq, str(CallStatus(status)),
+            cid, conversation_id, branch, turn, head_seq, reply_seq,
+            _STATUSES.get(status) or str(CallStatus(status)),
             model, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms,
             started_at, error, purpose, response, prefix,
             None if prefix is None else _prefix.decode(prefix),

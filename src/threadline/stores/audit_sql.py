@@ -9,7 +9,7 @@ call's exact request rebuilt from the deltas (``stores/delta_fields.py``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -25,25 +25,25 @@ _by_conversation = itemgetter(0)
 
 
 class SQLAudit:
-    def __init__(self, db: Database, call_order: str) -> None:
+    def __init__(self, db: Database, call_order: str, utc_day: str) -> None:
+        """``utc_day``: the dialect's SQL for a stored time's UTC date, ``{}`` the column."""
         self._db, self._order = db, call_order
+        # covered by the items_by_time and model_calls_by_time indexes: no row is read
+        self._activity = (
+            f"SELECT {utc_day.format('created_at')}, conversation_id FROM items "
+            "WHERE created_at >= ? AND created_at < ? UNION "
+            f"SELECT {utc_day.format('started_at')}, conversation_id FROM model_calls "
+            "WHERE started_at >= ? AND started_at < ?")
 
-    def first_activity(self, start: datetime, end: datetime) -> datetime | None:
+    def activity(self, start: datetime, end: datetime) -> dict[date, list[str]]:
         window = (format_time(start), format_time(end))
         with self._db.reading() as db:
-            row = db.one("SELECT (SELECT min(created_at) FROM items WHERE created_at >= ? "
-                         "AND created_at < ?), (SELECT min(started_at) FROM model_calls "
-                         "WHERE started_at >= ? AND started_at < ?)", window + window)
-        found = [stored_time(value) for value in row if value is not None]
-        return min(found) if found else None
-
-    def active(self, start: datetime, end: datetime) -> list[str]:
-        window = (format_time(start), format_time(end))
-        with self._db.reading() as db:
-            rows = db.all("SELECT conversation_id FROM items WHERE created_at >= ? AND "
-                          "created_at < ? UNION SELECT conversation_id FROM model_calls "
-                          "WHERE started_at >= ? AND started_at < ?", window + window)
-        return sorted(str(row[0]) for row in rows)
+            rows = db.all(self._activity, window + window)
+        by_day: dict[date, list[str]] = {}
+        for day, cid in rows:
+            by_day.setdefault(day if isinstance(day, date) else date.fromisoformat(day),
+                              []).append(str(cid))
+        return {day: sorted(by_day[day]) for day in sorted(by_day)}
 
     def items(self, conversation_id: str) -> list[Item]:
         with self._db.reading() as db:
@@ -60,7 +60,7 @@ class SQLAudit:
         ids = tuple(conversation_ids)
         among = f"conversation_id IN ({', '.join('?' * len(ids))})"
         with self._db.reading() as db:
-            items = db.all(f"SELECT {_ITEM_COLUMNS} FROM items WHERE {among} "
+            items = db.all(f"SELECT {audit_json.ITEM_COLUMNS} FROM items WHERE {among} "
                            "ORDER BY conversation_id, seq", ids)
             branches = db.all("SELECT conversation_id, name, created_at, parent, fork_seq "
                               f"FROM branches WHERE {among} ORDER BY conversation_id, "

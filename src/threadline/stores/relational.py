@@ -100,6 +100,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
 
     path: str
     CALL_ORDER: ClassVar[str]          # the column that orders calls as they were recorded
+    UTC_DAY: ClassVar[str]             # SQL for a stored time's UTC date, ``{}`` the column
     # the statement that makes a commit its conversation's only writer (None: the
     # transaction already is, and a deleted conversation shows up as a foreign-key error)
     LOCK_CONVERSATION: ClassVar[str | None]
@@ -121,7 +122,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         self._corpora: SQLCorpora | None = None
         self._tokens = SQLTokens(self._database, in_place=self.READS_IN_PLACE)
         self._responses = SQLResponses(self._database)
-        self._audit = SQLAudit(self._database, self.CALL_ORDER)
+        self._audit = SQLAudit(self._database, self.CALL_ORDER, self.UTC_DAY)
         self._browse = SQLBrowse(self._database, self.CALL_ORDER)
 
     # -- the tables kept beside the log ----------------------------------------------------

@@ -34,6 +34,7 @@ class PostgresStore(RelationalStore):
     """A :class:`~threadline.stores.base.Store` over one PostgreSQL database."""
 
     CALL_ORDER = "position"
+    UTC_DAY = "({} AT TIME ZONE 'UTC')::date"
     LOCK_CONVERSATION = "SELECT 1 FROM conversations WHERE id = ? FOR UPDATE"
     INTEGRITY_ERRORS = (errors.IntegrityError,)
     FULL_TEXT = TSVECTOR

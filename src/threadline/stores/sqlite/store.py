@@ -35,6 +35,7 @@ class SQLiteStore(RelationalStore):
     """A :class:`~threadline.stores.base.Store` over one SQLite file."""
 
     CALL_ORDER = "rowid"
+    UTC_DAY = "substr({}, 1, 10)"  # times are stored as ``format_time`` writes them, in UTC
     LOCK_CONVERSATION = None  # BEGIN IMMEDIATE already holds the whole database
     INTEGRITY_ERRORS = (sqlite3.IntegrityError,)
     FULL_TEXT = FTS5
