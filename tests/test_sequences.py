@@ -94,6 +94,14 @@ def test_the_common_prefix_is_what_comparing_element_by_element_gives(
         1 + _naive_prefix(expected, other_items)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text("ab", max_size=300), st.text("ab", max_size=300), st.integers(0, 300))
+def test_strings_and_tuples_compare_as_element_by_element(a: str, b: str, cut: int) -> None:
+    b = a[:cut] + b
+    assert common_prefix_len(a, b) == _naive_prefix(a, b)
+    assert common_prefix_len(tuple(a), tuple(b)) == _naive_prefix(a, b)
+
+
 def test_growing_shares_every_whole_chunk_instead_of_copying() -> None:
     history = Chunked(range(10 * CHUNK + 7))
     longer = history.plus([1, 2, 3])

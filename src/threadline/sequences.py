@@ -355,6 +355,13 @@ def _tuple_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
                 break
             start = end
     end = min(start + 64, n)
+    # they differ before ``end``: halve the window, comparing slices in C, then scan a few
+    while end - start > 8:
+        middle = (start + end) // 2
+        if a[start:middle] == b[start:middle]:
+            start = middle
+        else:
+            end = middle
     while start < end and a[start] == b[start]:
         start += 1
     return start
