@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 _CHUNK = 4096
 _SHIFT = 7
-CHUNK = 1 << _SHIFT  # elements per shared chunk: a turn copies at most one chunk and the list
+CHUNK = 1 << _SHIFT  # elements per shared chunk: a turn copies at most one of them
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -63,32 +63,40 @@ class _Shared(Sequence[T]):
 
 class Chunked(_Shared[T]):
     """An immutable sequence that grows by sharing: :meth:`plus` and :meth:`prefix` return new
-    sequences that share every whole chunk with this one, so they cost the chunk they change
-    and the list of chunks (a few hundred references at 20,000 elements), not a copy of every
-    element. Equal chunks of two sequences made one from the other are the same objects."""
+    sequences that share every whole chunk with this one, and usually the list of chunks too
+    (a sequence uses the first ``_whole`` of a list that its extensions may have grown), so
+    they cost the chunk they change, not a copy of every element. Equal chunks of two
+    sequences made one from the other are the same objects."""
 
-    __slots__ = ("_chunks", "_tail", "_len")
+    __slots__ = ("_chunks", "_whole", "_tail", "_len")
 
     def __init__(self, items: Iterable[T] = ()) -> None:
         if type(items) is Chunked:
             self._chunks: tuple[tuple[T, ...], ...] = items._chunks
+            self._whole: int = items._whole
             self._tail: tuple[T, ...] = items._tail
             self._len: int = items._len
             return
         values = tuple(items)
         whole = len(values) - len(values) % CHUNK
         self._chunks = tuple(values[i:i + CHUNK] for i in range(0, whole, CHUNK))
+        self._whole = len(self._chunks)
         self._tail = values[whole:]
         self._len = len(values)
 
     @classmethod
-    def _of(cls, chunks: tuple[tuple[T, ...], ...], tail: tuple[T, ...]) -> Chunked[T]:
+    def _of(cls, chunks: tuple[tuple[T, ...], ...], whole: int,
+            tail: tuple[T, ...]) -> Chunked[T]:
         new = cls.__new__(cls)
-        new._chunks, new._tail, new._len = chunks, tail, len(chunks) * CHUNK + len(tail)
+        new._chunks, new._whole, new._tail = chunks, whole, tail
+        new._len = (whole << _SHIFT) + len(tail)
         return new
 
     def __len__(self) -> int:
         return self._len
+
+    def _chunk(self, q: int) -> tuple[T, ...]:
+        return self._chunks[q] if q < self._whole else self._tail
 
     @overload
     def __getitem__(self, index: int) -> T: ...
@@ -103,38 +111,35 @@ class Chunked(_Shared[T]):
                 return tuple(self)[index]
             if start >= stop:
                 return ()
-            q = start >> _SHIFT
-            last = (stop - 1) >> _SHIFT
-            whole = len(self._chunks)
+            q, last = start >> _SHIFT, (stop - 1) >> _SHIFT
             if q == last:  # within one chunk, as a turn's tails are
                 base = q << _SHIFT
-                return (self._chunks[q] if q < whole else self._tail)[start - base:stop - base]
-            out = list((self._chunks[q] if q < whole else self._tail)[start - (q << _SHIFT):])
-            for chunk in self._chunks[q + 1:min(last, whole)]:
+                return self._chunk(q)[start - base:stop - base]
+            out = list(self._chunk(q)[start - (q << _SHIFT):])
+            for chunk in self._chunks[q + 1:min(last, self._whole)]:
                 out += chunk
-            out += (self._chunks[last] if last < whole else self._tail)[:stop - (last << _SHIFT)]
+            out += self._chunk(last)[:stop - (last << _SHIFT)]
             return tuple(out)
         if index < 0:
             index += self._len
         if not 0 <= index < self._len:
             raise IndexError("Chunked index out of range")
         q = index >> _SHIFT
-        chunk = self._chunks[q] if q < len(self._chunks) else self._tail
-        return chunk[index & (CHUNK - 1)]
+        return (self._chunks[q] if q < self._whole else self._tail)[index & (CHUNK - 1)]
 
     def __iter__(self) -> Iterator[T]:
-        return chain(chain.from_iterable(self._chunks), self._tail)
+        return chain(chain.from_iterable(islice(self._chunks, self._whole)), self._tail)
 
     def __reversed__(self) -> Iterator[T]:
-        return chain(reversed(self._tail),
-                     chain.from_iterable(map(reversed, reversed(self._chunks))))
+        return chain(reversed(self._tail), chain.from_iterable(
+            map(reversed, reversed(self._chunks[:self._whole]))))
 
     def pieces(self, start: int = 0) -> Iterator[tuple[T, ...]]:
         q, r = divmod(max(start, 0), CHUNK)
-        for chunk in islice(self._chunks, q, None):
+        for chunk in islice(self._chunks, q, self._whole):
             yield chunk[r:] if r else chunk
             r = 0
-        if q <= len(self._chunks):
+        if q <= self._whole:
             tail = self._tail[r:] if r else self._tail
             if tail:
                 yield tail
@@ -143,18 +148,20 @@ class Chunked(_Shared[T]):
         """This sequence followed by ``items``."""
         tail = self._tail + tuple(items)
         if len(tail) < CHUNK:
-            return self if len(tail) == len(self._tail) else Chunked._of(self._chunks, tail)
+            return self if len(tail) == len(self._tail) else \
+                Chunked._of(self._chunks, self._whole, tail)
         whole = len(tail) - len(tail) % CHUNK
-        return Chunked._of(self._chunks + tuple(tail[i:i + CHUNK]
-                                                for i in range(0, whole, CHUNK)), tail[whole:])
+        kept = self._chunks if self._whole == len(self._chunks) else \
+            self._chunks[:self._whole]
+        chunks = kept + tuple(tail[i:i + CHUNK] for i in range(0, whole, CHUNK))
+        return Chunked._of(chunks, len(chunks), tail[whole:])
 
     def prefix(self, n: int) -> Chunked[T]:
         """The first ``n`` elements (all of them past the end)."""
         if n >= self._len:
             return self
         q, r = divmod(max(n, 0), CHUNK)
-        rest = self._chunks[q] if q < len(self._chunks) else self._tail
-        return Chunked._of(self._chunks[:q], rest[:r])
+        return Chunked._of(self._chunks, q, self._chunk(q)[:r])
 
 
 def chunked(items: Iterable[T]) -> Chunked[T]:
@@ -275,7 +282,11 @@ def _leading(a: Sequence[Any], b: Sequence[Any]) -> int:
     if kind is not type(b):
         return 0
     if kind is Chunked:
-        return _tuple_prefix_len(a._chunks, b._chunks) * CHUNK  # type: ignore[attr-defined]
+        x, y = cast(Chunked[Any], a), cast(Chunked[Any], b)
+        whole = min(x._whole, y._whole)
+        if x._chunks is not y._chunks:  # one grew from the other: compare the lists once
+            whole = min(whole, _tuple_prefix_len(x._chunks, y._chunks))
+        return whole * CHUNK
     if kind is not Joined:
         return 0
     offset = 0
