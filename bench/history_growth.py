@@ -11,8 +11,8 @@ order rotates each round). Per turn, timed separately with ``perf_counter``:
                  request is the full assembled request for that history). Target: the cost at
                  10,000 turns ≤ 1.3 × the cost at 10 turns (median vs median).
   history cost   ``store.history()`` + ``assemble()``. Not part of the store target. The
-                 assembler folds in only what the turn appended (``MessageMemo``); what is
-                 left to grow is copying the history's references into the new request.
+                 assembler folds in only what the turn appended (``MessageMemo``), and the
+                 history's sequences are shared with the turn before, not copied.
   prefix report  comparing the request with the previous call's (``cache.attribution``), which
                  the engine does before committing. Also not part of the target; like the
                  store's delta it confirms the shared history by its chained hashes, so it
