@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from threadline.items import canonical_json, format_time
 from threadline.request import HistoryMark, shared_history
-from threadline.sequences import common_prefix_len
+from threadline.sequences import Chunked, chunked, common_prefix_len
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Rendering:
 
     def __init__(self, parts: Sequence[RenderedPart], *, has_tokens: bool = True,
                  per_message: bool = False) -> None:
-        self.parts = tuple(parts)
+        self.parts: Chunked[RenderedPart] = chunked(parts)
         self.has_tokens = has_tokens
         self.per_message = per_message
         self._prompt: str | None = None
@@ -90,15 +90,17 @@ class Rendering:
     @classmethod
     def extend(cls, kept: Sequence[RenderedPart], pieces: Iterable[tuple[str, tuple[int, ...]]],
                *, has_tokens: bool = True, per_message: bool = False) -> Rendering:
-        """``kept`` (parts of an earlier rendering, from its start) followed by new pieces."""
-        kept = tuple(kept)  # the same tuple when it is one: the history is copied once
+        """``kept`` (parts of an earlier rendering, from its start) followed by new pieces.
+        Parts are shared, not copied (``sequences.Chunked``): extending a rendering of the
+        whole history costs what is added."""
+        kept = chunked(kept)
         chars, size, count = (kept[-1].chars_end, kept[-1].bytes_end, kept[-1].tokens_end) \
             if kept else (0, 0, 0)
         new = []
         for text, tokens in pieces:
             chars, size, count = chars + len(text), size + _utf8_len(text), count + len(tokens)
             new.append(RenderedPart(text, tokens, chars, size, count))
-        return cls(kept + tuple(new), has_tokens=has_tokens, per_message=per_message)
+        return cls(kept.plus(new), has_tokens=has_tokens, per_message=per_message)
 
     @property
     def prompt(self) -> str:
@@ -131,7 +133,9 @@ class Rendering:
         token: whole shared parts first (the first ``known`` are equal by the caller's proof;
         then equal parts, usually the same objects), then a scan of the rest."""
         known = min(known, len(self.parts), len(other.parts))
-        k = known + common_prefix_len(self.parts[known:], other.parts[known:])
+        # from the start, the parts compare chunk by chunk, skipping the ones both share
+        k = known + common_prefix_len(self.parts[known:], other.parts[known:]) if known \
+            else common_prefix_len(self.parts, other.parts)
         last = self.parts[k - 1] if k else RenderedPart("", (), 0, 0, 0)
         mine, theirs = _text_from(self.parts, k), _text_from(other.parts, k)
         chars = common_prefix_len(mine, theirs)
@@ -188,16 +192,18 @@ def _tokens_from(parts: Sequence[RenderedPart], start: int) -> tuple[int, ...]:
 class SentRequest:
     """The request exactly as the backend sent it.
 
-    ``messages`` are provider-shaped dicts; ``rendering`` is set by backends that render a chat
-    template themselves (llama.cpp): the prompt text and its token ids, so reuse can be
-    measured in tokens. ``history`` is the assembled request's :class:`HistoryMark`, for
-    backends that send its messages one for one, in order: it lets the store and the prefix
-    report confirm a shared history without visiting it (``shared_messages``). It is not part
-    of the record: a request read back from the store has none.
+    ``messages`` are provider-shaped dicts (a tuple, or a shared sequence of the assembled
+    request's own dicts, ``Request.openai_tuple``); ``rendering`` is set by backends that
+    render a chat template themselves (llama.cpp): the prompt text and its token ids, so
+    reuse can be measured in tokens. ``history`` is the assembled request's
+    :class:`HistoryMark`, for backends that send its messages one for one, in order: it lets
+    the store and the prefix report confirm a shared history without visiting it
+    (``shared_messages``). It is not part of the record: a request read back from the store
+    has none.
     """
 
     model: str
-    messages: tuple[Mapping[str, Any], ...]
+    messages: Sequence[Mapping[str, Any]]
     params: Mapping[str, Any] = field(default_factory=dict)
     rendering: Rendering | None = None
     history: HistoryMark | None = field(default=None, compare=False, repr=False)

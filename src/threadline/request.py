@@ -10,15 +10,15 @@ the last breakpoint of request n is a prefix of request n+1 unless a deliberate,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from itertools import chain
 from operator import attrgetter
 from typing import Any
 
 from threadline.items import canonical_json
+from threadline.sequences import Joined, Mapped
 
 
 class Stability(StrEnum):
@@ -96,7 +96,7 @@ class ToolSpec:
 class Segment:
     kind: SegmentKind
     stability: Stability
-    messages: tuple[Message, ...] = ()
+    messages: Sequence[Message] = ()  # a tuple, or the history's shared sequence
     cache_point: bool = False  # a cache breakpoint sits at the end of this segment
 
 
@@ -124,7 +124,7 @@ class HistoryMark:
 
     conversation_id: str | None
     start: int                      # index of the first history message in the request
-    messages: tuple[Message, ...]   # the history segment's messages (the same tuple)
+    messages: Sequence[Message]     # the history segment's messages (the same sequence)
     compaction_hash: str | None     # the newest compaction event the view went through
 
     @property
@@ -172,10 +172,10 @@ class Request:
     history: HistoryMark | None = field(default=None, compare=False, repr=False)
 
     @cached_property
-    def messages(self) -> tuple[Message, ...]:
-        # joined once per request: backends, the record and the report all read it, and at
-        # thousands of turns each copy of the history streams it through the CPU's caches
-        return tuple(chain.from_iterable(segment.messages for segment in self.segments))
+    def messages(self) -> Sequence[Message]:
+        # the segments end to end, read in place: at thousands of turns a copy of the history
+        # per request streams it through the CPU's caches (``sequences``)
+        return Joined(segment.messages for segment in self.segments)
 
     def cache_points(self) -> list[int]:
         """Message counts at which a breakpoint sits (0: after the tools), in order, once."""
@@ -193,11 +193,12 @@ class Request:
     def openai_messages(self) -> list[dict[str, Any]]:
         return list(self.openai_tuple())
 
-    def openai_tuple(self) -> tuple[dict[str, Any], ...]:
-        """The messages in the OpenAI shape, shared: the dicts each message built once,
-        joined once per request (what a :class:`SentRequest` records). Treat as read-only."""
+    def openai_tuple(self) -> Sequence[dict[str, Any]]:
+        """The messages in the OpenAI shape, shared: the dicts each message built once, read
+        through the messages on access (what a :class:`SentRequest` records; it reads as a
+        tuple). Treat as read-only."""
         return self._openai_joined
 
     @cached_property
-    def _openai_joined(self) -> tuple[dict[str, Any], ...]:
-        return tuple(map(_OPENAI, self.messages))
+    def _openai_joined(self) -> Sequence[dict[str, Any]]:
+        return Mapped(self.messages, _OPENAI)

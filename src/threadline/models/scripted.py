@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 from operator import attrgetter
 from typing import Any
 
@@ -22,7 +23,7 @@ from threadline.calls import RenderedPart, Rendering, SentRequest, Usage
 from threadline.items import new_id
 from threadline.models.base import Completion, OnText, RequestedCall, Stopwatch
 from threadline.request import Message, Request
-from threadline.sequences import common_prefix_len
+from threadline.sequences import Chunked, common_prefix_len
 
 TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]|\s+")
 _GENERATION_PROMPT = "<|im_start|>assistant\n"
@@ -76,9 +77,12 @@ class ToolCalls:
 Reply = str | ToolCalls | BaseException
 
 
-def echo_reply(request: Request) -> str:
+def echo_reply(request: Request, *, users: int | None = None) -> str:
+    """Counts the request's user messages (``users``: already counted) and echoes the
+    last."""
     messages = request.messages
-    users = list(map(attrgetter("role"), messages)).count("user")
+    if users is None:
+        users = list(map(attrgetter("role"), messages)).count("user")
     last = next((m.content for m in reversed(messages) if m.role == "user"), "")
     return f"(scripted reply {users}) You said: {' '.join(last.split())[:200]}"
 
@@ -97,7 +101,9 @@ class ScriptedModel:
         self.token_delay_s = token_delay_s
         # what the "KV cache" holds: the last prompt and the reply's token ids
         self._evaluated: tuple[Rendering, tuple[int, ...]] | None = None
-        self._rendered: tuple[Sequence[Message], tuple[RenderedPart, ...]] = ((), ())
+        # the previous request's messages, their parts, and user messages up to each
+        self._rendered: tuple[Sequence[Message], Chunked[RenderedPart], Chunked[int]] = \
+            ((), Chunked(), Chunked())
         self.requests: list[Request] = []
 
     def count_tokens(self, text: str) -> int:
@@ -112,14 +118,14 @@ class ScriptedModel:
         rendering = self._render(request.messages)
         sent = SentRequest(model=self.model_id, messages=request.openai_tuple(),
                            rendering=rendering, history=request.history)
-        reply = self._queue.popleft() if self._queue else self._default(request)
+        reply = self._queue.popleft() if self._queue else self._reply(request)
         if isinstance(reply, BaseException):
             self._evaluated = None
             raise reply
         calls: tuple[RequestedCall, ...] = ()
         if isinstance(reply, ToolCalls):
             if request.tool_choice == "none":  # told to answer in text: it does
-                reply = echo_reply(request)
+                reply = echo_reply(request, users=self._users())
             else:
                 calls = tuple(RequestedCall(new_id("call_"), name, arguments)
                               for name, arguments in reply.calls)
@@ -140,15 +146,31 @@ class ScriptedModel:
         return Completion(text=reply, sent=sent, usage=usage, timings=watch.timings(),
                           finish_reason="tool_calls" if calls else "stop", tool_calls=calls)
 
+    def _reply(self, request: Request) -> str | ToolCalls:
+        if self._default is echo_reply:
+            return echo_reply(request, users=self._users())
+        return self._default(request)
+
+    def _users(self) -> int:
+        """The user messages of the request just rendered."""
+        counts = self._rendered[2]
+        return counts[-1] if counts else 0
+
     def _render(self, messages: Sequence[Message]) -> Rendering:
         """ChatML, message by message, on top of the previous request's parts: messages it
         shares with the previous request keep their rendered parts (the same objects). Part
         ``i`` renders message ``i`` alone (``per_message``); the last part is the generation
-        prompt."""
-        previous, parts = self._rendered
+        prompt. Both the messages and the parts are shared sequences
+        (``sequences.Chunked``): what the two requests share is skipped, not visited."""
+        previous, parts, users = self._rendered
         keep = common_prefix_len(previous, messages)
-        rendering = Rendering.extend(parts[:keep], map(_piece, map(_render, messages[keep:])))
-        self._rendered = (messages, rendering.parts)
+        new = messages[keep:]
+        rendering = Rendering.extend(parts.prefix(keep), map(_piece, map(_render, new)))
+        users = users.prefix(keep)
+        counted = accumulate((int(m.role == "user") for m in new),
+                             initial=users[-1] if users else 0)
+        next(counted)  # the initial count, already in ``users``
+        self._rendered = (messages, rendering.parts, users.plus(counted))
         return Rendering.extend(rendering.parts, [_piece(_GENERATION_PROMPT)],
                                 per_message=True)
 

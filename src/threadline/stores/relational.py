@@ -44,6 +44,7 @@ from threadline.items import (
     parse_time,
     transcript_after,
 )
+from threadline.sequences import Chunked
 from threadline.stores import delta
 from threadline.stores.audit import AuditBackend
 from threadline.stores.audit_sql import SQLAudit
@@ -115,7 +116,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         self._requests: OrderedDict[tuple[str, str], tuple[str, SentRequest]] = OrderedDict()
         self._lineages: dict[tuple[str, str], Lineage] = {}
         # each recently read branch's items, oldest first: the next read fetches only the rest
-        self._histories: OrderedDict[tuple[str, str], tuple[Item, ...]] = OrderedDict()
+        self._histories: OrderedDict[tuple[str, str], Chunked[Item]] = OrderedDict()
         self._history_items = 0
         self._database = Database(self._transaction, self._reading, self.INTEGRITY_ERRORS)
         self._memory = SQLMemory(self._database, self.FULL_TEXT)
@@ -510,12 +511,13 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
     def history(self, conversation_id: str, branch: str = MAIN) -> Sequence[Item]:
         """Read incrementally: items never change and seqs commit in order (a commit holds its
         conversation), so what this handle read before is still the branch's prefix and only
-        items after it are fetched, from whichever replica wrote them."""
+        items after it are fetched, from whichever replica wrote them. What was read before
+        is shared with what is returned, not copied (``sequences.Chunked``)."""
         key = (conversation_id, branch)
         with self._reading() as db:
             lineage = self._lineage(db, conversation_id, branch)
             with self._cache_lock:
-                known = self._histories.get(key, ())
+                known = self._histories.get(key) or Chunked()
             after = known[-1].seq if known else 0
             where = " OR ".join("(branch = ? AND seq <= ?)" for _ in lineage)
             params: list[Any] = [conversation_id, after]
@@ -529,11 +531,11 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
                 raise UnknownConversation(conversation_id)
         if not rows:
             return known  # shared, immutable: a long history is not copied per read
-        items = known + tuple(map(item_from_row, rows))
+        items = known.plus(map(item_from_row, rows))
         self._remember_history(key, items)
         return items
 
-    def _remember_history(self, key: tuple[str, str], items: tuple[Item, ...]) -> None:
+    def _remember_history(self, key: tuple[str, str], items: Chunked[Item]) -> None:
         with self._cache_lock:
             previous = self._histories.pop(key, ())
             self._histories[key] = items

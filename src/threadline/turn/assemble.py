@@ -21,7 +21,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from itertools import islice
 
 from threadline.compaction.constraints import Constraint
 from threadline.compaction.view import ViewFold
@@ -37,6 +36,7 @@ from threadline.request import (
     ToolCallRef,
     ToolSpec,
 )
+from threadline.sequences import Chunked
 from threadline.turn.tools import untrusted_view
 
 
@@ -98,11 +98,13 @@ class MessageMemo:
 class Shown:
     """A branch's history as the model is shown it: the view's fold and the messages built
     from it, extended item by item as the branch grows and rebuilt only when a compaction
-    changes what earlier items show."""
+    changes what earlier items show. Its messages are shared with the requests assembled
+    from it (``sequences.Chunked``): a turn adds its own messages and copies none."""
 
     def __init__(self) -> None:
         self.fold = ViewFold()
-        self.messages: list[Message] = []  # for the fold's shown items, empty user ones left out
+        # for the fold's shown items, empty user ones left out
+        self.messages: Chunked[Message] = Chunked()
         self.built = 0                     # fold.shown items turned into messages
         self.epoch = 0
         self.ends_with_user = False        # the last message is a user message: the current one
@@ -120,15 +122,21 @@ class Shown:
         fold = self.fold
         fold.extend(history[fold.length:])
         if fold.epoch != self.epoch:  # a compaction cut or cleared earlier items: rebuild
-            self.messages, self.built, self.epoch = [], 0, fold.epoch
+            self.messages, self.built, self.epoch = Chunked(), 0, fold.epoch
             self.ends_with_user = False
         new = fold.shown[self.built:]
         cleared = fold.cleared_in_view() if new else frozenset()
+        added: list[Message] = []
         for item in new:
             # an imported transcript's empty user message stays in the log, but is never sent
             if not is_empty_user_message(item):
-                _append(self.messages, item, cleared, memo)
+                if not added and self.messages and _merges(item, self.messages[-1]):
+                    # the previous message takes this tool call: it is replaced, not edited
+                    added.append(self.messages[-1])
+                    self.messages = self.messages.prefix(len(self.messages) - 1)
+                _append(added, item, cleared, memo)
                 self.ends_with_user = item.kind is ItemKind.USER
+        self.messages = self.messages.plus(added)
         self.built = len(fold.shown)
         return self
 
@@ -165,7 +173,7 @@ def assemble(history: Sequence[Item], *, system: str | None = None,
                 tuple(Message("system", text) for text in static), cache_point=True),
         Segment(SegmentKind.SUMMARY, Stability.CONVERSATION, summary),
     )
-    history_messages = tuple(islice(messages, len(messages) - len(current)))  # one copy
+    history_messages = messages.prefix(len(messages) - len(current))  # shared, not copied
     return Request(
         tools=tuple(sorted(tools, key=lambda t: t.name)),
         segments=above + (
@@ -234,15 +242,22 @@ def _cleared(item: Item) -> Message:
                    item_kind=item.kind, item_hash=item.hash)
 
 
+def _merges(item: Item, previous: Message) -> bool:
+    """Whether ``item`` joins ``previous`` instead of becoming a message of its own: parallel
+    tool calls from one model response travel in one message."""
+    return item.kind is ItemKind.TOOL_CALL and previous.role == "assistant" \
+        and bool(previous.tool_calls)
+
+
 def _append(out: list[Message], item: Item, cleared: frozenset[int],
             memo: MessageMemo | None) -> None:
-    """Add the message ``item`` becomes to ``out``: parallel tool calls from one model response
-    travel in one message, so a tool call may replace the last one instead."""
+    """Add the message ``item`` becomes to ``out``: a tool call may replace the last one
+    instead (``_merges``)."""
     if item.kind is ItemKind.TOOL_CALL:
         call = ToolCallRef(item.content["call_id"], item.content["name"],
                            item.content["arguments"])
         previous = out[-1] if out else None
-        if previous is not None and previous.role == "assistant" and previous.tool_calls:
+        if previous is not None and _merges(item, previous):
             out[-1] = Message("assistant", previous.content, previous.seq,
                               previous.tool_calls + (call,), item_kind=item.kind,
                               item_hash=item.hash)

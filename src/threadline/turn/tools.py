@@ -193,9 +193,10 @@ class Toolbox:
 def pending_calls(history: Sequence[Item], message: Item) -> list[Item]:
     """Tool calls after ``message`` that have no recorded result, in the order asked."""
     calls: dict[str, Item] = {}
-    for item in history:
-        if item.seq <= message.seq:
-            continue
+    start = len(history)  # the items after it, found from the end: it is near it
+    while start and history[start - 1].seq > message.seq:
+        start -= 1
+    for item in history[start:]:
         if item.kind is ItemKind.TOOL_CALL:
             calls[item.content["call_id"]] = item
         elif item.kind is ItemKind.TOOL_RESULT:
