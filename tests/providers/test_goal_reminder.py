@@ -120,13 +120,45 @@ def test_a_reminder_is_shown_when_asked_for_and_says_why(store: SQLiteStore) -> 
                    6: ["asked: the caller asked"]}
 
 
-def test_a_reminder_never_moves_the_cached_prefix(tmp_path: Any) -> None:
-    """The same conversation with and without the reminder: every request is the plain one
-    with at most the tail added, every prefix report is expected, everything above the
-    previous request's tail is reused, and the reuse the model reported is within one
-    user message a reminder turn of the plain run's."""
+def test_a_kept_reminder_stays_in_place_and_every_request_extends_the_last(
+        tmp_path: Any) -> None:
+    """The same conversation with and without the (kept) reminder: every request is the
+    plain one with the reminders shown so far, each just above its turn's user message;
+    every request begins with the whole previous one, so the reminder costs the cache
+    nothing but its own tokens."""
     runs = {}
     for arm, providers in (("plain", []), ("reminded", [GoalReminder(3, what="both")])):
+        store = SQLiteStore(tmp_path / f"{arm}.db")
+        model = ScriptedModel(default=lambda r: f"A plan for: {r.messages[-1].content}")
+        engine = Engine(store, model, system=SYSTEM, providers=providers)
+        _, calls = play(engine)
+        runs[arm] = (sent(store, calls), [store.call(c) for c in calls])
+        store.close()
+    (plain, plain_calls), (ours, our_calls) = runs["plain"], runs["reminded"]
+    reminder = TAG + GOAL + f"\n\n[the system prompt's policy, restated]\n{SYSTEM}"
+    for n, (mine, theirs) in enumerate(zip(ours, plain, strict=True)):
+        shown = [m for m in mine if m not in theirs]
+        assert shown == [{"role": "user", "content": reminder}] * len(
+            [t for t in (4, 7, 10) if t <= n + 1])  # turns 4, 7 and 10, kept from then on
+        assert [m for m in mine if m in theirs] == theirs
+        if n:
+            assert mine[:len(ours[n - 1])] == ours[n - 1]  # the whole previous request
+    for mine in our_calls[1:]:
+        report = dict(mine.prefix or {})
+        assert report["expected"] and report["cause"] == "append_only", report
+    for mine, theirs in zip(our_calls[1:], plain_calls[1:], strict=True):
+        # the previous request and its reply, whole, reminders included
+        assert mine.usage.cached_tokens >= theirs.usage.cached_tokens
+
+
+def test_a_reminder_in_the_tail_only_never_moves_the_cached_prefix(tmp_path: Any) -> None:
+    """With ``kept=False``, the same conversation with and without the reminder: every
+    request is the plain one with at most the tail added, every prefix report is expected,
+    everything above the previous request's tail is reused, and the reuse the model reported
+    is within one user message a reminder turn of the plain run's."""
+    runs = {}
+    for arm, providers in (("plain", []),
+                           ("reminded", [GoalReminder(3, what="both", kept=False)])):
         store = SQLiteStore(tmp_path / f"{arm}.db")
         # the reply depends on the new message alone (the echo counts the tail's message)
         model = ScriptedModel(default=lambda r: f"A plan for: {r.messages[-1].content}")

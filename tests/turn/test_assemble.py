@@ -212,3 +212,51 @@ def test_the_memo_keeps_a_bounded_number_of_items() -> None:
                                          for i in range(20)], created_at=_T)
         assert assemble(history, memo=memo) == assemble(history)
     assert memo._shown_items <= 50 and len(memo._shown) <= 3
+
+
+def _kept(text: str) -> tuple[ItemKind, dict]:
+    return (ItemKind.CONTEXT, {"provider": "reminder", "kept": [["reminder", text]]})
+
+
+KEPT = _items(
+    _u("Plan a trip to Oslo."), _kept("the goal: Oslo"), _a("Sure."),
+    _u("Weather?"), _a("Rain."),
+    _u("Hotels?"), _kept("the goal: Oslo"), _kept("stay on topic"), _a("Three."),
+    (ItemKind.COMPACTION, {"strategy": "window", "through_seq": 5}),
+    _u("Museums?"), _kept("the goal: Oslo, again"), _a("Munch."),
+    _u("Food?"),
+)
+
+
+def test_a_kept_block_is_shown_above_its_turns_message_from_then_on() -> None:
+    first = assemble(KEPT[:2])  # the turn it was recorded for: in the history, not the tail
+    assert [m.content for m in first.messages] == ["[reminder]\nthe goal: Oslo",
+                                                   "Plan a trip to Oslo."]
+    history = first.segment(SegmentKind.HISTORY)
+    assert history is not None
+    assert [m.content for m in history.messages] == ["[reminder]\nthe goal: Oslo"]
+    later = assemble(KEPT[:9])
+    assert [m.content for m in later.messages] == [
+        "[reminder]\nthe goal: Oslo", "Plan a trip to Oslo.", "Sure.", "Weather?", "Rain.",
+        "[reminder]\nthe goal: Oslo", "[reminder]\nstay on topic", "Hotels?", "Three."]
+    # each turn's request begins with the whole previous one (none crosses the compaction)
+    for before, after in ((2, 4), (4, 8), (12, 14)):
+        old, new = assemble(KEPT[:before]).messages, assemble(KEPT[:after]).messages
+        assert list(new[:len(old)]) == list(old)
+    # a window compaction takes the kept blocks of the turns it cuts, and only those
+    assert [m.content for m in assemble(KEPT).messages] == [
+        "[reminder]\nthe goal: Oslo", "[reminder]\nstay on topic", "Hotels?", "Three.",
+        "[reminder]\nthe goal: Oslo, again", "Museums?", "Munch.", "Food?"]
+
+
+def test_kept_blocks_fold_in_incrementally_as_they_would_at_once() -> None:
+    memo = MessageMemo()
+    for end in range(1, len(KEPT) + 1):
+        assert assemble(KEPT[:end], memo=memo) == assemble(KEPT[:end])
+    # a block recorded in a later commit than its message (a retried turn) goes above it too
+    late = _items(_u("Hello"), _a("Hi."), _u("Again"), _kept("the goal: hello"))
+    memo = MessageMemo()
+    assert assemble(late[:3], memo=memo) == assemble(late[:3])
+    assert [m.content for m in assemble(late, memo=memo).messages] == [
+        "Hello", "Hi.", "[reminder]\nthe goal: hello", "Again"]
+    assert assemble(late, memo=memo) == assemble(late)

@@ -124,7 +124,8 @@ class Played:
     reused_bytes: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
-    requests: list[list[dict[str, Any]]] = field(default_factory=list)  # less their tails
+    # less what the monitor added (its tails, and the reminders kept where they were shown)
+    requests: list[list[dict[str, Any]]] = field(default_factory=list)
 
 
 def scripted_model(script: Script) -> ScriptedModel:
@@ -145,6 +146,7 @@ def play(script: Script, model: ModelBackend, directory: Path,
     try:
         engine = standard_engine(store, model, system=script.system, recall=False,
                                  monitor=monitor or False)
+        said = {turn.user for turn in script.turns}  # any other user message: the monitor's
         cid: str | None = None
         played = Played()
         for turn in script.turns:
@@ -169,8 +171,8 @@ def play(script: Script, model: ModelBackend, directory: Path,
             played.cached_tokens += listed.usage.cached_tokens
             request = store.call(listed.id).request
             messages = [dict(m) for m in request.messages] if request is not None else []
-            tail = len(messages) > 1 and messages[-2].get("role") == "user"
-            played.requests.append(messages[:-2] + messages[-1:] if tail else messages)
+            played.requests.append([m for m in messages if m.get("role") != "user"
+                                    or m.get("content") in said])
         return played
     finally:
         store.close()

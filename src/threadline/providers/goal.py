@@ -2,10 +2,12 @@
 
 Over a long conversation the first message (what the user set out to do) and the system
 prompt drift out of the model's attention, and an attack that escalates across turns counts
-on it. Restating them periodically is cheap where it goes in the current turn's tail: below
-every cache breakpoint, so the cacheable prefix never moves (the history above the tail is
-byte for byte what it would be without the reminder, and the next request re-sends none of
-it, since a tail is shown for its own turn only).
+on it. Restating them periodically is cheap where it goes just above the current turn's
+message: below every cache breakpoint, so the cacheable prefix never moves. By default the
+reminder is then kept where it was shown (``kept``: the assembler shows it in place for the
+rest of the conversation), so the next request begins with the whole previous one; with
+``kept=False`` it is a tail block of its own turn only, and the next request re-sends the
+message that followed it.
 
 A reminder is shown on turns 1 + N, 1 + 2N, … (``every``: N), and on any turn it is asked
 for, which is the hook a trajectory monitor uses:
@@ -24,7 +26,7 @@ compaction never shifts the schedule.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -90,7 +92,7 @@ class GoalReminder(Provider):
 
     def __init__(self, every: int | None = None, *, what: str = "goal",
                  name: str = "goal reminder", goal_label: str = GOAL_LABEL,
-                 policy_label: str = POLICY_LABEL) -> None:
+                 policy_label: str = POLICY_LABEL, kept: bool = True) -> None:
         if every is not None and (isinstance(every, bool) or every < 1):
             raise InputError(f"a reminder's interval must be a positive number of turns; "
                              f"got {every!r}")
@@ -98,6 +100,7 @@ class GoalReminder(Provider):
             raise InputError(f"a reminder restates one of: {', '.join(WHAT)}; got {what!r}")
         self.every, self.what, self.name = every, what, name
         self.goal_label, self.policy_label = goal_label, policy_label
+        self.kept = kept  # shown in place after its turn, so the next request repeats it
 
     def gather(self, found: Gathering) -> NewItem | None:
         before = user_turns(found.history)
@@ -120,17 +123,22 @@ class GoalReminder(Provider):
                 content["policy"] = policy
         if "text" not in content and "policy" not in content:
             return None  # nothing to restate yet
+        if self.kept:  # the assembler shows it, in place, from now on (turn/assemble.py)
+            content["kept"] = [[b.label, b.text] for b in self._blocks(content)]
         return self.context_item(**content)
 
     def render(self, history: Sequence[Item]) -> list[TailBlock]:
         item = this_turn(self, history)
-        if item is None:
+        if item is None or "kept" in item.content:
             return []
+        return self._blocks(item.content)
+
+    def _blocks(self, content: Mapping[str, object]) -> list[TailBlock]:
         blocks = []
-        if "text" in item.content:
-            blocks.append(TailBlock(self.goal_label, item.content["text"]))
-        if "policy" in item.content:
-            blocks.append(TailBlock(self.policy_label, item.content["policy"]))
+        if "text" in content:
+            blocks.append(TailBlock(self.goal_label, str(content["text"])))
+        if "policy" in content:
+            blocks.append(TailBlock(self.policy_label, str(content["policy"])))
         return blocks
 
     @staticmethod

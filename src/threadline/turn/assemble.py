@@ -108,6 +108,7 @@ class Shown:
         self.built = 0                     # fold.shown items turned into messages
         self.epoch = 0
         self.ends_with_user = False        # the last message is a user message: the current one
+        self.kept: list[Item] = []         # kept blocks folded in (``_kept``), in log order
 
     def leads(self, history: Sequence[Item]) -> bool:
         """Whether the items folded in are the leading items of ``history``."""
@@ -120,21 +121,33 @@ class Shown:
 
     def extend(self, history: Sequence[Item], memo: MessageMemo | None) -> Shown:
         fold = self.fold
-        fold.extend(history[fold.length:])
+        fresh = history[fold.length:]
+        fold.extend(fresh)
+        kept = [i for i in fresh if i.kind is ItemKind.CONTEXT and i.content.get("kept")]
+        self.kept += kept
         if fold.epoch != self.epoch:  # a compaction cut or cleared earlier items: rebuild
             self.messages, self.built, self.epoch = Chunked(), 0, fold.epoch
             self.ends_with_user = False
+            kept = self.kept  # every kept block still in view is placed again
         new = fold.shown[self.built:]
+        kept = [i for i in kept if i.seq > fold.cut]
+        if kept:  # in log order with the messages (a kept block follows its user message)
+            new = sorted([*new, *kept], key=lambda i: i.seq)
         cleared = fold.cleared_in_view() if new else frozenset()
         added: list[Message] = []
         for item in new:
             # an imported transcript's empty user message stays in the log, but is never sent
-            if not is_empty_user_message(item):
-                if not added and self.messages and _merges(item, self.messages[-1]):
-                    # the previous message takes this tool call: it is replaced, not edited
-                    added.append(self.messages[-1])
-                    self.messages = self.messages.prefix(len(self.messages) - 1)
-                _append(added, item, cleared, memo)
+            if is_empty_user_message(item):
+                continue
+            last = added[-1] if added else self.messages[-1] if self.messages else None
+            if not added and last is not None and (
+                    _merges(item, last) or _precedes(item, last)):
+                # the previous message takes this tool call, or goes after this kept block:
+                # it is replaced, not edited
+                added.append(last)
+                self.messages = self.messages.prefix(len(self.messages) - 1)
+            _append(added, item, cleared, memo)
+            if item.kind is not ItemKind.CONTEXT:
                 self.ends_with_user = item.kind is ItemKind.USER
         self.messages = self.messages.plus(added)
         self.built = len(fold.shown)
@@ -249,10 +262,31 @@ def _merges(item: Item, previous: Message) -> bool:
         and bool(previous.tool_calls)
 
 
+def _precedes(item: Item, previous: Message) -> bool:
+    """Whether kept block ``item`` goes before ``previous``: its own turn's user message,
+    which it was shown just above (in the tail) when that message was new."""
+    return item.kind is ItemKind.CONTEXT and previous.item_kind is ItemKind.USER \
+        and previous.seq is not None and previous.seq < item.seq
+
+
+def _kept(item: Item) -> Message:
+    """A kept block: a context item's tail blocks, shown in place for the rest of the
+    conversation (``content["kept"]``: [label, text] pairs)."""
+    text = "\n\n".join(f"[{label}]\n{body}" for label, body in item.content["kept"])
+    return Message("user", text, item.seq, item_kind=item.kind, item_hash=item.hash)
+
+
 def _append(out: list[Message], item: Item, cleared: frozenset[int],
             memo: MessageMemo | None) -> None:
     """Add the message ``item`` becomes to ``out``: a tool call may replace the last one
-    instead (``_merges``)."""
+    instead (``_merges``); a kept block goes before its turn's user message (``_precedes``)."""
+    if item.kind is ItemKind.CONTEXT:
+        message = _kept(item) if memo is None else memo.message(item, _kept)
+        if out and _precedes(item, out[-1]):
+            out.insert(len(out) - 1, message)
+        else:
+            out.append(message)
+        return
     if item.kind is ItemKind.TOOL_CALL:
         call = ToolCallRef(item.content["call_id"], item.content["name"],
                            item.content["arguments"])

@@ -11,7 +11,9 @@ Corpus retrieval, memory recall, the working state, the time and reminders are p
 3. ``render(history)``: a pure function from the branch's items to the tail blocks the model
    is shown, after the history and before the new message (``turn/assemble.py`` places them;
    it knows tail blocks, not providers). Only what was recorded is shown, so the exact request
-   stays a function of the log.
+   stays a function of the log. A provider whose block should stay where it was shown (a
+   reminder) records it in its item as ``kept`` ([label, text] pairs) and renders nothing:
+   the assembler shows a kept block above its turn's message from then on.
 4. ``serve(item, found)``: optionally answers the turn itself from what it found (an answer
    given before to the same question), instead of calling the model.
 
