@@ -76,9 +76,11 @@ class Recap(Provider):
 
 class Goal(GoalReminder):
     """The goal (the user's first message) restated on turns 1 + N, 1 + 2N, …: the production
-    reminder (``providers/goal.py``) under the arm's name and label."""
+    reminder (``providers/goal.py``) under the arm's name and label, in its own turn's tail
+    only (``kept=False``), like the other tail arms, so the arms compare alike and runs
+    recorded before kept reminders replay the same."""
 
     label = "the task's goal, restated"
 
     def __init__(self, every: int) -> None:
-        super().__init__(every, name="goal", goal_label=self.label)
+        super().__init__(every, name="goal", goal_label=self.label, kept=False)
