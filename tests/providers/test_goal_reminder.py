@@ -120,21 +120,30 @@ def test_a_reminder_is_shown_when_asked_for_and_says_why(store: SQLiteStore) -> 
                    6: ["asked: the caller asked"]}
 
 
+Run = tuple[list[list[dict[str, Any]]], list[Any]]  # each call's messages, each call
+
+
+def plain_and(tmp_path: Any, reminder: GoalReminder) -> tuple[Run, Run]:
+    """The same conversation without a reminder and with ``reminder``."""
+    runs = []
+    for arm, providers in (("plain", []), ("reminded", [reminder])):
+        store = SQLiteStore(tmp_path / f"{arm}.db")
+        # the reply depends on the new message alone (the echo counts the tail's message)
+        model = ScriptedModel(default=lambda r: f"A plan for: {r.messages[-1].content}")
+        _, calls = play(Engine(store, model, system=SYSTEM, providers=providers))
+        runs.append((sent(store, calls), [store.call(c) for c in calls]))
+        store.close()
+    return runs[0], runs[1]
+
+
 def test_a_kept_reminder_stays_in_place_and_every_request_extends_the_last(
         tmp_path: Any) -> None:
     """The same conversation with and without the (kept) reminder: every request is the
     plain one with the reminders shown so far, each just above its turn's user message;
     every request begins with the whole previous one, so the reminder costs the cache
     nothing but its own tokens."""
-    runs = {}
-    for arm, providers in (("plain", []), ("reminded", [GoalReminder(3, what="both")])):
-        store = SQLiteStore(tmp_path / f"{arm}.db")
-        model = ScriptedModel(default=lambda r: f"A plan for: {r.messages[-1].content}")
-        engine = Engine(store, model, system=SYSTEM, providers=providers)
-        _, calls = play(engine)
-        runs[arm] = (sent(store, calls), [store.call(c) for c in calls])
-        store.close()
-    (plain, plain_calls), (ours, our_calls) = runs["plain"], runs["reminded"]
+    (plain, plain_calls), (ours, our_calls) = plain_and(tmp_path,
+                                                        GoalReminder(3, what="both"))
     reminder = TAG + GOAL + f"\n\n[the system prompt's policy, restated]\n{SYSTEM}"
     for n, (mine, theirs) in enumerate(zip(ours, plain, strict=True)):
         shown = [m for m in mine if m not in theirs]
@@ -156,17 +165,8 @@ def test_a_reminder_in_the_tail_only_never_moves_the_cached_prefix(tmp_path: Any
     request is the plain one with at most the tail added, every prefix report is expected,
     everything above the previous request's tail is reused, and the reuse the model reported
     is within one user message a reminder turn of the plain run's."""
-    runs = {}
-    for arm, providers in (("plain", []),
-                           ("reminded", [GoalReminder(3, what="both", kept=False)])):
-        store = SQLiteStore(tmp_path / f"{arm}.db")
-        # the reply depends on the new message alone (the echo counts the tail's message)
-        model = ScriptedModel(default=lambda r: f"A plan for: {r.messages[-1].content}")
-        engine = Engine(store, model, system=SYSTEM, providers=providers)
-        _, calls = play(engine)
-        runs[arm] = (sent(store, calls), [store.call(c) for c in calls])
-        store.close()
-    (plain, plain_calls), (ours, our_calls) = runs["plain"], runs["reminded"]
+    (plain, plain_calls), (ours, our_calls) = plain_and(
+        tmp_path, GoalReminder(3, what="both", kept=False))
     reminded = {n for n, messages in enumerate(ours)
                 if len(messages) > 1 and messages[-2]["role"] == "user"}
     assert reminded == {3, 6, 9}  # turns 4, 7, 10
