@@ -283,8 +283,27 @@ def _sources(corpus: Corpus, query: str) -> list[str]:
     return seen
 
 
-def research(tasks: int, folder: Path) -> dict[str, Any]:
-    texts, chosen = _archive(tasks)
+def _tiny_runs() -> list[tuple[str, list[Turn]]]:
+    """Two trajectories in tau-bench's shape, for the smoke test."""
+    lookup = [("get_user_details", {"user_id": "u1"}, "user u1: " + "detail " * 60),
+              ("get_reservation_details", {"reservation_id": "R1"}, "R1: " + "leg " * 80)]
+    turns = [Turn("Change my flight.", [Step("", lookup[:1]), Step("", lookup[1:]),
+                                        Step("Which date?")]),
+             Turn("The 20th.", [Step("", [("update_reservation_flights", {"id": "R1"},
+                                           "done")]), Step("Changed.")])]
+    return [("Airline policy. " * 40, turns), ("Airline policy. " * 40, turns[:1])]
+
+
+def _tiny_archive() -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    texts = {f"d{n}": f"human: question {n} about topic {n % 3} and the weather\ngpt: answer "
+             f"{n} " + "more words " * 50 for n in range(12)}
+    return texts, [("d4", "question 4 about topic 1", "d4: answer 4"),
+                   ("d7", "question 7 about topic 1", "d7: answer 7")]
+
+
+def research(archive: tuple[dict[str, str], list[tuple[str, str, str]]],
+             folder: Path) -> dict[str, Any]:
+    texts, chosen = archive
     inline = _research_arm(False, texts, chosen, folder)
     delegated = _research_arm(True, texts, chosen, folder)
     store = SQLiteStore(folder / "research-False.db")  # what the agent's moves were
@@ -405,23 +424,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="Trajectories (all: 200).")
     parser.add_argument("--tasks", type=int, default=40, help="Research tasks.")
     parser.add_argument("--overhead-turns", type=int, default=200)
-    parser.add_argument("--quick", action="store_true", help="5 runs, 20 turns: a smoke test.")
+    parser.add_argument("--quick", action="store_true",
+                        help="built-in samples, 20 turns: a smoke test")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.limit, args.tasks, args.overhead_turns = 5, 3, 20
-    if not DATA.exists():
-        print(f"the tau-bench runs are not at {DATA}", file=sys.stderr)
-        return 2
-    runs = trajectories(DATA, args.limit)
+    if args.quick:  # built-in samples: the smoke test runs where the shared data is not
+        args.overhead_turns = 20
+        runs, archive = _tiny_runs(), _tiny_archive()
+    else:
+        for path in (DATA, SHAREGPT):
+            if not path.exists():
+                print(f"the benchmark's data is not at {path}", file=sys.stderr)
+                return 2
+        runs, archive = trajectories(DATA, args.limit), _archive(args.tasks)
     with tempfile.TemporaryDirectory() as folder:
         inline = isolation(runs, False, Path(folder))
         delegated = isolation(runs, True, Path(folder))
-        searching = research(args.tasks, Path(folder))
+        searching = research(archive, Path(folder))
         cost = overhead(args.overhead_turns, Path(folder))
     result = {
         "benchmark": "delegation",
-        "data": "tau-bench airline, gpt-4o trajectories", "trajectories": len(runs),
+        "data": "built-in samples" if args.quick else "tau-bench airline, gpt-4o "
+                "trajectories; the ShareGPT sample as an archive", "trajectories": len(runs),
         "inline": inline.to_json(), "delegated": delegated.to_json(),
         "parent_context_ratio_last": round(sum(delegated.parent_last) / sum(inline.parent_last),
                                            3),
