@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -144,37 +144,23 @@ class TurnCounts:
             tokens = (self.prompt, self.cached, self.output)
             ttft = {label: (b.cumulative(), b.total) for label, b in self.ttft.items()}
             duration = {label: (b.cumulative(), b.total) for label, b in self.duration.items()}
-        family = CounterMetricFamily("threadline_turns", "Turns that wrote their message, by "
-                                     "how they ended.", labels=["status"])
-        for status, count in turns.items():
-            family.add_metric([status], count)
-        yield family
+        yield _counted("threadline_turns", "Turns that wrote their message, by how they "
+                       "ended.", "status", turns)
         if monitor:
-            family = CounterMetricFamily(
-                "threadline_monitor_decisions", "The trajectory monitor's decisions, by "
-                "action (allow: none asked for; a decision may ask for several).",
-                labels=["action"])
-            for action, count in monitor.items():
-                family.add_metric([action], count)
-            yield family
+            yield _counted("threadline_monitor_decisions", "The trajectory monitor's "
+                           "decisions, by action (allow: none asked for; a decision may ask "
+                           "for several).", "action", monitor)
         family = CounterMetricFamily("threadline_model_calls", "Model calls, by status and "
                                      "purpose (turn, or a side call such as compaction).",
                                      labels=["status", "purpose"])
         for (status, purpose), count in sorted(calls.items()):
             family.add_metric([status, purpose], count)
         yield family
-        family = CounterMetricFamily("threadline_delegations", "Tasks a turn delegated to a "
-                                     "sub-agent, by outcome (done: its answer returned).",
-                                     labels=["status"])
-        for status, count in delegations.items():
-            family.add_metric([status], count)
-        yield family
-        family = CounterMetricFamily("threadline_delegated_tokens", "Tokens the sub-agents of "
-                                     "finished delegations spent (their own turns count them "
-                                     "too), by kind.", labels=["kind"])
-        for kind, count in delegated.items():
-            family.add_metric([kind], count)
-        yield family
+        yield _counted("threadline_delegations", "Tasks a turn delegated to a sub-agent, by "
+                       "outcome (done: its answer returned).", "status", delegations)
+        yield _counted("threadline_delegated_tokens", "Tokens the sub-agents of finished "
+                       "delegations spent (their own turns count them too), by kind.", "kind",
+                       delegated)
         for name, text, value in zip(
                 ("threadline_prompt_tokens", "threadline_cached_tokens",
                  "threadline_output_tokens"),
@@ -195,3 +181,11 @@ class TurnCounts:
             for label, (buckets, total) in series.items():
                 histogram.add_metric([label], buckets, total)
             yield histogram
+
+
+def _counted(name: str, text: str, label: str, counts: Mapping[str, int]) -> Metric:
+    """A counter family with one label, a sample per key of ``counts``."""
+    family = CounterMetricFamily(name, text, labels=[label])
+    for key, count in counts.items():
+        family.add_metric([key], count)
+    return family
