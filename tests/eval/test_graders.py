@@ -30,6 +30,18 @@ def tasks() -> dict[str, Task]:
     ("Mr. Smith now has $17000 in capital.", "$17000"),
     ("Total = 40 x 21 = 840.\n\nIf you need anything else, let me know!", "840"),
     ("I need more details before I can work this out.", None),
+    # a conclusion leads with its number, past the question's numbers after it
+    ("6000 / 2000 = 3 trucks\n\nTherefore, 3 trucks will be needed to transport 80 "
+     "flagstones in one trip.", "3"),
+    ("So, your age is 13, your brother's age is 16 and your mom's age is 47.", "13"),
+    # ... but not a number a preposition or an infinitive leads to
+    ("Therefore, to deliver 80 flagstones you would need 3 trucks.", "3"),
+    ("So, in 5 years she will have 300 stamps.", "300"),
+    # a check of the answer restates the question's total: it is not the answer
+    ("6x = 78, so x = 13.\n\nYou are **13 years old**.\n\nTo verify:\n- Sum of ages: "
+     "13 + 16 + 11 + 47 = 87 ✓", "13"),
+    ("x = 13\n\nYou are 13.\n\nThe total, 13 + 16 + 11 + 47 = 87, which matches the "
+     "given sum.", "13"),
 ])
 def test_math_extraction(reply: str, answer: str | None) -> None:
     assert math_answers.extract(reply) == answer or (

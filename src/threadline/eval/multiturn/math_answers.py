@@ -13,10 +13,16 @@ The answer is found by the first rule that matches, most explicit first:
     bold       in the answer paragraph (the last one that states a number, past closing
                offers and caveats: "If you need...", "Let me know...", "Note..."), its
                first bold number (``**3 trucks**``)
-    stated     else, in its last sentence with a number: its last "= N", else the last
-               number a verb states ("is 3,360", "needs 3", "has scored about 3,360"), else
-               the first number after its last concluding word ("therefore", "so", "in
-               total" ...), else its last number
+    stated     else, in its last sentence with a number: its last "= N", else the number
+               a sentence opening on a concluding word leads with ("Therefore, 3 trucks
+               will be needed to carry 80 flagstones", "So, your age is 13, your brother's
+               16"), else the last number a verb states ("is
+               3,360", "needs 3", "has scored about 3,360"), else the first number after its
+               last concluding word ("therefore", "so", "in total" ...), else its last number
+
+The answer paragraph is never a check of the answer ("To verify: ... = 87 ✓",
+"Verification", "This confirms ...", "which matches the given total"): a check restates the
+question's numbers, not the answer.
 
 A reply with a boxed or marked answer is an answer attempt. Otherwise one that asks the user
 for something (a question in its last paragraphs that is not a closing offer like "anything
@@ -56,7 +62,17 @@ _STATED = re.compile(r"\b(?:is|are|was|were|be|equals?|need(?:s|ed)?|requires?|h
                      r"gets?|got|costs?|comes? to|totals?|makes?|made)\b[^.\d\n]{0,25}?("
                      + NUMBER + ")", re.I)
 _AFTERWORD = re.compile(r"\W*(?:if |let me know|feel free|keep in mind|note|assum|this assum|"
-                        r"i hope|hope this|would you|do you|please)", re.I)
+                        r"i hope|hope this|would you|do you|please|"
+                        r"(?:to |let's |let us |now,? let's )?(?:verify|check|double[- ]check)|"
+                        r"verification|checking|this confirms|confirming)", re.I)
+# a check restating the question's total after the answer: "... = 87 ✓", "which matches"
+_CHECKED = re.compile(r"✓|✔|\b(?:which|this) (?:matches|confirms)|\bconfirming\b|"
+                      r"\bas (?:expected|given)\b", re.I)
+# a sentence that opens on a concluding word, then (before any other number, and not after a
+# preposition: "So, in 5 years ...") the number it concludes with
+_LEADS = re.compile(r"^\W*(?:therefore|thus|hence|so|in total|altogether|overall)\b,?"
+                    r"((?:(?!\b(?:in|after|for|of|with|by|per|every|from|at|on|over|within|"
+                    r"each|to)\s)[^\d\n])*?)(" + NUMBER + ")", re.I)
 _FRAC = re.compile(r"\\d?frac\{(-?\d+)\}\{(\d+)\}")
 
 
@@ -121,7 +137,8 @@ def _answer_paragraph(text: str) -> str | None:
     """The last paragraph that states a number, past any closing offer or caveat."""
     paragraphs = [p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
     for paragraph in reversed(paragraphs):
-        if _NUMBER.search(paragraph) and not _AFTERWORD.match(paragraph):
+        if _NUMBER.search(paragraph) and not _AFTERWORD.match(paragraph) \
+                and not _CHECKED.search(paragraph):
             return paragraph
     return None
 
@@ -144,6 +161,8 @@ def _concluded(text: str) -> str | None:
         equals = [str(m.group(1)).strip() for m in _EQUALS.finditer(sentence)]
         if equals:
             return equals[-1]
+        if (lead := _LEADS.match(sentence)) is not None:
+            return lead.group(2).strip().rstrip(",")
         stated = [str(m.group(1)).strip() for m in _STATED.finditer(sentence)]
         if stated:
             return stated[-1]
