@@ -16,7 +16,9 @@ What is measured
     client so drift hits both. Reported per store: turns/s, p50 and p99 latency per turn, the
     throughput ratio (threadline ÷ bare), the latency threadline adds at p50 and p99, and each
     server process's CPU time per turn (user + system, from /proc), which the clients and
-    other work on the machine do not blur.
+    other work on the machine do not blur, and the client process's (all its threads): on a
+    machine with few cores the two share them, so the throughput ratio is bounded by
+    (bare server + client CPU) ÷ (threadline server + client CPU) per turn.
 
     .venv/bin/python bench/load.py
     .venv/bin/python bench/load.py --quick --json
@@ -193,14 +195,18 @@ def measure(store: str, where: dict[str, str], clients: int, turns: int,
         latencies: dict[str, list[float]] = {"threadline": [], "bare": []}
         seconds = {"threadline": 0.0, "bare": 0.0}
         cpu = {"threadline": 0.0, "bare": 0.0}
+        client = {"threadline": 0.0, "bare": 0.0}
         for n, offset in enumerate(range(0, turns, round_size)):
             order = ["threadline", "bare"] if n % 2 == 0 else ["bare", "threadline"]
             for kind in order:
                 began, used = time.perf_counter(), cpu_seconds(servers[kind][0].pid)
+                mine = os.times()
                 latencies[kind] += drive(servers[kind][1], conversations[kind],
                                          min(round_size, turns - offset), offset)
                 seconds[kind] += time.perf_counter() - began
                 cpu[kind] += cpu_seconds(servers[kind][0].pid) - used
+                done = os.times()
+                client[kind] += done.user - mine.user + done.system - mine.system
     finally:
         for process, _ in servers.values():
             process.terminate()
@@ -211,7 +217,8 @@ def measure(store: str, where: dict[str, str], clients: int, turns: int,
         result[kind] = {"turns_per_s": round(len(ordered) / seconds[kind], 1),
                         "p50_ms": round(statistics.median(ordered), 2),
                         "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))], 2),
-                        "server_cpu_ms_per_turn": round(1000 * cpu[kind] / len(ordered), 3)}
+                        "server_cpu_ms_per_turn": round(1000 * cpu[kind] / len(ordered), 3),
+                        "client_cpu_ms_per_turn": round(1000 * client[kind] / len(ordered), 3)}
     t, b = result["threadline"], result["bare"]
     result["throughput_ratio"] = round(t["turns_per_s"] / b["turns_per_s"], 2)
     result["added_p50_ms"] = round(t["p50_ms"] - b["p50_ms"], 2)
@@ -258,12 +265,13 @@ def main() -> None:
         print(json.dumps(report, indent=2))
         return
     print(f"{'store':10} {'server':11} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'server CPU ms/turn':>19}")
+          f"{'server CPU ms/turn':>19} {'client CPU ms/turn':>19}")
     for store, found in report["stores"].items():
         for kind in ("threadline", "bare"):
             row = found[kind]
             print(f"{store:10} {kind:11} {row['turns_per_s']:8.1f} {row['p50_ms']:8.2f} "
-                  f"{row['p99_ms']:8.2f} {row['server_cpu_ms_per_turn']:19.3f}")
+                  f"{row['p99_ms']:8.2f} {row['server_cpu_ms_per_turn']:19.3f} "
+                  f"{row['client_cpu_ms_per_turn']:19.3f}")
         print(f"{store:10} threadline/bare throughput {found['throughput_ratio']:.2f}, adds "
               f"{found['added_p50_ms']:.2f} ms at p50 and {found['added_p99_ms']:.2f} ms at p99; "
               + ("" if found["cpu_ratio"] is None else
