@@ -135,9 +135,9 @@ class Counting(SQLiteStore):
 
     writes = 0
 
-    def _transaction(self):  # type: ignore[no-untyped-def]
+    def _begin(self):  # type: ignore[no-untyped-def]
         self.writes += 1
-        return super()._transaction()
+        return super()._begin()
 
 
 def test_a_turn_under_the_lease_is_two_durable_writes(tmp_path: Path) -> None:

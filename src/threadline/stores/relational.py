@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
-from typing import Any, ClassVar, Literal
+from functools import partial
+from typing import Any, ClassVar, Literal, TypeVar
 
 from threadline.calls import CallStatus, ModelCall, SentRequest
 from threadline.errors import (
@@ -89,6 +90,7 @@ _CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status
                  "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
                  "started_at, error, prefix_report, purpose")
 _NO_LIMIT = 2**62  # past any seq; also the bound a seq must be under to be looked up
+_T = TypeVar("_T")
 _REMEMBERED_BRANCHES = 32
 _REMEMBERED_BYTES = 64 * 2**20  # roughly: a few very long conversations, many short ones
 _REMEMBERED_ITEMS = 200_000      # items read before, kept per branch for the next read
@@ -182,6 +184,10 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         with self._begin() as execute:
             session = Session(execute, writing=True)
             yield session
+        self._committed(session)
+
+    def _committed(self, session: Session) -> None:
+        """What a transaction learnt, once it is durable."""
         with self._cache_lock:
             self._lineages.update(session.new_lineages)  # only what is now committed
 
@@ -201,60 +207,69 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
 
     # -- writes --------------------------------------------------------------------------
 
-    def commit(self, commit: Commit) -> CommitResult:
-        created = format_time(commit.created_at)
-        cid = commit.conversation_id
+    def _write(self, work: Callable[[Session], _T]) -> _T:
+        """``work`` in a transaction of its own (the SQLite store groups concurrent ones)."""
         with self._transaction() as db:
-            new_branch = None
-            if commit.create is not None:
-                spec = commit.create
-                if db.one("SELECT 1 FROM conversations WHERE id = ?", (spec.id,)):
-                    raise InputError(f"a conversation with id {spec.id!r} already exists")
-                try:
-                    db.run(f"INSERT INTO conversations ({CONVERSATION_COLUMNS}) VALUES "
-                           "(?, ?, ?, ?, ?, ?)", (spec.id, created, spec.title, spec.system,
-                                                  canonical_json(dict(spec.metadata)),
-                                                  spec.owner))
-                except self.INTEGRITY_ERRORS as err:  # created by another writer meanwhile
-                    raise InputError(f"a conversation with id {spec.id!r} already exists"
-                                     ) from err
-                db.run("INSERT INTO branches (conversation_id, name, created_at) "
-                       "VALUES (?, ?, ?)", (spec.id, MAIN, created))
-            if self.LOCK_CONVERSATION is not None and \
-                    db.one(self.LOCK_CONVERSATION, (cid,)) is None:
-                raise UnknownConversation(cid)
-            if commit.take_lease is not None:
-                claim = commit.take_lease
-                lease = self._take_lease(db, cid, claim.holder, claim.ttl_s, claim.now)
-                if not lease.granted:
-                    raise LeaseTaken(lease)  # rolls back: the turn waits, nothing written
-            try:
-                if commit.fork is not None:
-                    new_branch = self._insert_branch(db, commit, created)
-                last_seq, head = self._write_position(db, cid, commit.branch)
-                head_seq = None if head is None else head[0]
-                if commit.check_head and head_seq != commit.expected_head:
-                    self._exists(db, cid)  # a conversation deleted meanwhile reads as empty
-                    raise TurnSuperseded(cid, commit.branch, commit.expected_head, head_seq)
-                items = self._append_items(db, commit, last_seq + 1, head, created)
-                call = None
-                if commit.call is not None:
-                    reply_seq = None
-                    if commit.call_reply_index is not None:
-                        reply_seq = items[commit.call_reply_index].seq
-                    call = self._insert_call(db, commit.call, reply_seq)
-                if commit.release_lease is not None:
-                    db.run("DELETE FROM leases WHERE conversation_id = ? AND holder = ?",
-                           (cid, commit.release_lease))
-            except self.INTEGRITY_ERRORS as err:
-                if self._violation(err) == "foreign_key":
-                    self._forget(cid)
-                    raise UnknownConversation(cid) from err
-                raise
+            return work(db)
+
+    def commit(self, commit: Commit) -> CommitResult:
+        items, call, new_branch = self._write(partial(self._commit_in, commit=commit))
         if call is not None and call.request is not None and call.purpose == "turn" \
                 and call.status is CallStatus.OK:
             self._remember(call, call.request)  # the next turn's request is stored against it
         return CommitResult(items=items, call=call, branch=new_branch)
+
+    def _commit_in(self, db: Session, commit: Commit
+                   ) -> tuple[list[Item], ModelCall | None, Branch | None]:
+        created = format_time(commit.created_at)
+        cid = commit.conversation_id
+        new_branch = None
+        if commit.create is not None:
+            spec = commit.create
+            if db.one("SELECT 1 FROM conversations WHERE id = ?", (spec.id,)):
+                raise InputError(f"a conversation with id {spec.id!r} already exists")
+            try:
+                db.run(f"INSERT INTO conversations ({CONVERSATION_COLUMNS}) VALUES "
+                       "(?, ?, ?, ?, ?, ?)", (spec.id, created, spec.title, spec.system,
+                                              canonical_json(dict(spec.metadata)),
+                                              spec.owner))
+            except self.INTEGRITY_ERRORS as err:  # created by another writer meanwhile
+                raise InputError(f"a conversation with id {spec.id!r} already exists"
+                                 ) from err
+            db.run("INSERT INTO branches (conversation_id, name, created_at) "
+                   "VALUES (?, ?, ?)", (spec.id, MAIN, created))
+        if self.LOCK_CONVERSATION is not None and \
+                db.one(self.LOCK_CONVERSATION, (cid,)) is None:
+            raise UnknownConversation(cid)
+        if commit.take_lease is not None:
+            claim = commit.take_lease
+            lease = self._take_lease(db, cid, claim.holder, claim.ttl_s, claim.now)
+            if not lease.granted:
+                raise LeaseTaken(lease)  # rolls back: the turn waits, nothing written
+        try:
+            if commit.fork is not None:
+                new_branch = self._insert_branch(db, commit, created)
+            last_seq, head = self._write_position(db, cid, commit.branch)
+            head_seq = None if head is None else head[0]
+            if commit.check_head and head_seq != commit.expected_head:
+                self._exists(db, cid)  # a conversation deleted meanwhile reads as empty
+                raise TurnSuperseded(cid, commit.branch, commit.expected_head, head_seq)
+            items = self._append_items(db, commit, last_seq + 1, head, created)
+            call = None
+            if commit.call is not None:
+                reply_seq = None
+                if commit.call_reply_index is not None:
+                    reply_seq = items[commit.call_reply_index].seq
+                call = self._insert_call(db, commit.call, reply_seq)
+            if commit.release_lease is not None:
+                db.run("DELETE FROM leases WHERE conversation_id = ? AND holder = ?",
+                       (cid, commit.release_lease))
+        except self.INTEGRITY_ERRORS as err:
+            if self._violation(err) == "foreign_key":
+                self._forget(cid)
+                raise UnknownConversation(cid) from err
+            raise
+        return items, call, new_branch
 
     def _exists(self, db: Session, conversation_id: str) -> None:
         if db.one("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)) is None:

@@ -2,10 +2,11 @@
 
 One connection writes, serialised by a lock; every commit is one ``BEGIN IMMEDIATE``
 transaction, so concurrent writers (threads or processes) queue on SQLite's write lock and the
-version check inside the transaction sees the latest head. Reads go through a pool of read
-connections, so they never wait behind a commit's fsync (WAL readers see the last commit and
-block no writer); a read inside a thread's own transaction uses its connection, so it sees
-what the transaction wrote. The log itself is
+version check inside the transaction sees the latest head. Concurrent commits of one process
+share a transaction and its fsync, each in its own savepoint (``group.py``). Reads go through
+a pool of read connections, so they never wait behind a commit's fsync (WAL readers see the
+last commit and block no writer); a read inside a thread's own transaction uses its
+connection, so it sees what the transaction wrote. The log itself is
 :class:`~threadline.stores.relational.RelationalStore`; memory and corpora search with FTS5
 (``fulltext.py``).
 """
@@ -15,20 +16,23 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from threadline.errors import StoreError, StoreReadOnly
 from threadline.settings import Durability
 from threadline.stores.relational import Execute, RelationalStore, Violation
+from threadline.stores.sessions import Session
 from threadline.stores.sqlite.fulltext import FTS5, create_corpus_index
+from threadline.stores.sqlite.group import GroupCommit
 from threadline.stores.sqlite.schema import check_file, current_version, migrate
 
 _SYNCHRONOUS = {Durability.FULL: "FULL", Durability.NORMAL: "NORMAL", Durability.OFF: "OFF"}
 TRANSCRIPTS = 11  # the migration that gave items their transcript hashes
+_T = TypeVar("_T")
 
 
 class SQLiteStore(RelationalStore):
@@ -53,6 +57,8 @@ class SQLiteStore(RelationalStore):
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._busy_timeout_s = busy_timeout_s
+        self._group = GroupCommit(self._begin, lambda: self._conn.in_transaction,
+                                  self._committed)
         check_file(file)
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
@@ -115,6 +121,9 @@ class SQLiteStore(RelationalStore):
             create_corpus_index(db)
 
     # -- connections ---------------------------------------------------------------------
+
+    def _write(self, work: Callable[[Session], _T]) -> _T:
+        return self._group.run(work)
 
     @contextmanager
     def _begin(self) -> Iterator[Execute]:
