@@ -69,3 +69,4 @@ def test_bad_input_exits_non_zero_and_leaves_the_store_as_it_was(
         assert run.code == code, (args, run.out, run.err)
         assert message in run.err, (args, run.err)
     assert _everything(tl, where) == before
+
