@@ -1,6 +1,6 @@
 """The trajectory monitor's cost per turn, against the same turn without it, in one run.
 
-Every script of ``threadline.eval.safety`` (dev and test, 24 conversations of 4-6 turns)
+Every script of ``threadline.eval.safety`` (dev and seen, 24 conversations of 4-6 turns)
 is played through a standard engine with the scripted model under three arms: no monitor,
 the monitor on its rules, and the monitor on rules and embeddings (the dense extra; skipped
 without it). The arms alternate for several rounds, each round in a fresh store, with the
@@ -81,7 +81,7 @@ def run(directory: Path, arm: str, monitor: TrajectoryMonitor | None, scripts: l
 
 
 def measure(quick: bool, local: bool = False) -> dict[str, Any]:
-    scripts = load_scripts("dev") + load_scripts("test")
+    scripts = load_scripts("dev") + load_scripts("seen")
     model = None
     if local:  # the same turns answered by the embedded model: what a real turn costs
         from threadline.models.llamacpp import LlamaCppModel, Sampling

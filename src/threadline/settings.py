@@ -58,6 +58,9 @@ class Settings:
     monitor: bool = False
     # its embedding detector (the dense extra); None: where the extra is installed
     monitor_embeddings: bool | None = None
+    # its model classifier: the backend it asks (a name THREADLINE_MODEL takes, configured
+    # by the same settings); None: off
+    monitor_classifier: str | None = None
     memory_dense: bool = False  # recall memories with embeddings too (the dense extra)
     # standing constraints found by the embedding classifier with the rules (the dense extra);
     # off unless asked for: it embeds every user message once, where the rules cost ~0.1 ms
@@ -142,6 +145,8 @@ class Settings:
             settings = settings.with_(monitor=_flag(value))
         if value := environ.get("THREADLINE_MONITOR_EMBEDDINGS"):
             settings = settings.with_(monitor_embeddings=_flag(value))
+        if value := environ.get("THREADLINE_MONITOR_CLASSIFIER"):
+            settings = settings.with_(monitor_classifier=parse_classifier(value))
         if value := environ.get("THREADLINE_MEMORY_DENSE"):
             settings = settings.with_(memory_dense=_flag(value))
         if value := environ.get("THREADLINE_CONSTRAINT_CLASSIFIER"):
@@ -185,6 +190,18 @@ def parse_cache_ttl(value: str) -> str:
         raise InputError(f"THREADLINE_ANTHROPIC_CACHE_TTL must be 5m or 1h; got {value!r}",
                          hint="5m: cheaper writes, for turns minutes apart; 1h: for longer gaps")
     return ttl
+
+
+def parse_classifier(value: str) -> str | None:
+    """THREADLINE_MONITOR_CLASSIFIER: a model backend's name, or 0/off for none. The name is
+    checked where the model is built (``models.create_model``), against the backends."""
+    name = value.strip()
+    if name.lower() in ("0", "off", "false", "no", "none", ""):
+        return None
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+        raise InputError(f"THREADLINE_MONITOR_CLASSIFIER must name a model backend (as "
+                         f"THREADLINE_MODEL does) or be 0; got {value!r}")
+    return name
 
 
 def _flag(value: str) -> bool:

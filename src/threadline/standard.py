@@ -45,7 +45,12 @@ from threadline.providers import (
     TimeProvider,
     WorkingStateProvider,
 )
-from threadline.providers.monitor import RuleDetector, TrajectoryMonitor, embedding_detector
+from threadline.providers.monitor import (
+    ModelClassifier,
+    RuleDetector,
+    TrajectoryMonitor,
+    embedding_detector,
+)
 from threadline.request import ToolSpec
 from threadline.retrieval import dense
 from threadline.retrieval.corpus import Corpus
@@ -123,11 +128,15 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                   delegation=delegation)
 
 
-def default_monitor(embeddings: bool | None = None) -> TrajectoryMonitor:
+def default_monitor(embeddings: bool | None = None, *,
+                    classifier: ModelBackend | None = None) -> TrajectoryMonitor:
     """The trajectory monitor with the rules and, where the dense extra is installed (always
-    when ``embeddings``; refused without it), the embedding detector."""
+    when ``embeddings``; refused without it), the embedding detector; with ``classifier``,
+    the model classifier asking that model too."""
     found = embedding_detector(enabled=embeddings)
-    return TrajectoryMonitor([RuleDetector(), *([found] if found is not None else [])])
+    return TrajectoryMonitor([RuleDetector(), *([found] if found is not None else []),
+                              *([ModelClassifier(classifier)] if classifier is not None
+                                else [])])
 
 
 def constraint_detector(enabled: bool | None = None) -> Detector:

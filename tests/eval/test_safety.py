@@ -12,14 +12,23 @@ from threadline.eval.safety import FAMILIES, SPLITS, Script, ScriptTurn, evaluat
 from threadline.providers.monitor import RuleDetector, TrajectoryMonitor
 
 
-def test_the_shipped_split_has_every_family_in_both_halves_and_no_shared_script() -> None:
+def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     scripts = {split: load_scripts(split) for split in SPLITS}
+    original = {*FAMILIES["attack"], "nurse", "novelist", "security_student"}
     for split, found in scripts.items():
-        assert {s.family for s in found} == {f for fs in FAMILIES.values() for f in fs}
+        families = {s.family for s in found}
+        assert families == ({f for fs in FAMILIES.values() for f in fs}
+                            if split == "heldout" else original)
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
-    dev = {(s.id, s.turns) for s in scripts["dev"]}
-    assert not dev & {(s.id, s.turns) for s in scripts["test"]}
+    held = scripts["heldout"]
+    assert sum(s.kind == "attack" for s in held) >= 12
+    assert sum(s.kind == "benign" for s in held) >= 12
+    assert all(4 <= len(s.turns) <= 6 for s in held)
+    seen = [{(s.id, s.turns) for s in scripts[split]} for split in SPLITS]
+    assert all(not a & b for i, a in enumerate(seen) for b in seen[i + 1:])
+    users = [{t.user for s in scripts[split] for t in s.turns} for split in SPLITS]
+    assert not users[2] & (users[0] | users[1])  # held out: no message shared with tuning
 
 
 @pytest.mark.parametrize(("text", "problem"), [

@@ -31,6 +31,7 @@ from threadline.cli.evaluate import eval_
 from threadline.cli.importer import import_
 from threadline.cli.memory import memory
 from threadline.cli.replay import replay_
+from threadline.cli.review import review
 from threadline.cli.rewrite import rewrite
 from threadline.cli.serve import serve, ui
 from threadline.cli.stats import stats
@@ -70,7 +71,8 @@ def cli(ctx: click.Context, home: Path | None, database_url: str | None) -> None
 
 
 for command in (chat, conversations, calls, constraints, state, corpus, memory, cost, cache,
-                replay_, stats, rewrite, import_, serve, ui, tokens, db, eval_, audit):
+                replay_, stats, rewrite, import_, serve, ui, tokens, db, eval_, audit,
+                review):
     cli.add_command(command)
 register_deprecated(cli)
 

@@ -20,6 +20,7 @@ from threadline.memory import MemoryStore
 from threadline.memory.dense import MemoryVectors
 from threadline.memory.recall import K, MemoryRecall
 from threadline.models import MODELS, ModelBackend, create_model
+from threadline.providers.monitor import TrajectoryMonitor
 from threadline.retrieval.corpus import Corpus
 from threadline.settings import Settings
 from threadline.standard import constraint_detector, default_monitor, standard_engine
@@ -83,6 +84,15 @@ class Context:
     def model(self, name: str | None = None) -> ModelBackend:
         return create_model(name or self.settings.model, self.settings)
 
+    def monitor(self, embeddings: bool | None = None) -> TrajectoryMonitor:
+        """The trajectory monitor the settings ask for: the rules, the embedding detector
+        (``embeddings``, else the setting) and, where THREADLINE_MONITOR_CLASSIFIER names a
+        backend, the model classifier on it (built and loaded here, before any turn)."""
+        name = self.settings.monitor_classifier
+        return default_monitor(self.settings.monitor_embeddings if embeddings is None
+                               else embeddings,
+                               classifier=None if name is None else self.model(name))
+
     def tracing(self) -> Tracing | None:
         """The traces the OTEL_* environment asks for (off unless it does;
         docs/observability.md), set up once for the command."""
@@ -105,8 +115,7 @@ class Context:
                                max_message_bytes=settings.max_message_bytes,
                                time_in_context=settings.time_in_context,
                                remind_every=settings.remind_every, remind=settings.remind,
-                               monitor=default_monitor(settings.monitor_embeddings)
-                               if settings.monitor else False,
+                               monitor=self.monitor() if settings.monitor else False,
                                policy=policy_for(model), corpora=self._corpora,
                                recall=self.recall() if store.memory is not None else False,
                                constraints=self.constraint_detector(),

@@ -12,13 +12,12 @@ import click
 from threadline.cli._common import Context, json_option, output, pass_context
 from threadline.eval.safety import SPLITS, evaluate
 from threadline.models import MODELS
-from threadline.standard import default_monitor
 
 
 @click.command()
 @click.option("--split", type=click.Choice([*SPLITS, "all"]), default="all", show_default=True,
-              help="The scripts to run: dev (the monitor was tuned on them), test (held out) "
-                   "or all (each reported apart).")
+              help="The scripts to run: dev or seen (the monitor was tuned on them), heldout "
+                   "(never used to tune it) or all (each reported apart).")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)), default="local",
               show_default=True,
               help="The model that answers the scripts' messages; scripted answers with the "
@@ -26,7 +25,8 @@ from threadline.standard import default_monitor
 @click.option("--embeddings/--no-embeddings", default=None,
               help="Run the monitor's embedding detector (the dense extra), or its rules "
                    "alone. Default: as THREADLINE_MONITOR_EMBEDDINGS says, else on where the "
-                   "extra is installed.")
+                   "extra is installed. THREADLINE_MONITOR_CLASSIFIER adds the model "
+                   "classifier.")
 @click.option("--planted/--no-planted", default=True, show_default=True,
               help="Also follow planted instructions through memory writing and 1-3 "
                    "compactions of each kind.")
@@ -41,8 +41,7 @@ def safety(ctx: Context, split: str, model_name: str, embeddings: bool | None, p
     benign look-alikes, the turn of first detection, prefix reuse with the monitor on
     against off, and planted instructions through compaction. Runs in a scratch store; the
     data directory is not touched."""
-    monitor = default_monitor(ctx.settings.monitor_embeddings if embeddings is None
-                              else embeddings)
+    monitor = ctx.monitor(embeddings)
     model = None if model_name == "scripted" else ctx.model(model_name)
     splits = list(SPLITS) if split == "all" else [split]
     with tempfile.TemporaryDirectory(prefix="threadline-safety-") as scratch:

@@ -158,7 +158,7 @@ def service_metrics(ctx: Context, asked: bool | None) -> Metrics | None:
     metrics = Metrics()
     metrics.watch_memory(ctx.store())
     if ctx.settings.monitor:
-        metrics.watch_monitor()
+        metrics.watch_monitor(ctx.store())
     return metrics
 
 

@@ -18,8 +18,8 @@ real). On the same messages it reports:
 - planted instructions through memory writing and 1-3 compactions of each kind
   (``eval/provenance.py``, the same cases ``bench/provenance.py`` runs).
 
-Every figure is given per split: ``dev`` (the rules and thresholds were tuned on it) and
-``test`` (held out).
+Every figure is given per split: ``dev`` and ``seen`` (the rules and thresholds were tuned
+on them; ``seen`` was held out once, and read) and ``heldout`` (never used to tune).
 """
 
 from __future__ import annotations
@@ -44,10 +44,12 @@ from threadline.standard import standard_engine
 from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
-SPLITS = ("dev", "test")
+SPLITS = ("dev", "seen", "heldout")
+TUNED_ON = ("dev", "seen")  # seen: held out at first, then its misses were read
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
-            "benign": ("nurse", "novelist", "security_student")}
+            "benign": ("nurse", "novelist", "security_student", "pharmacist",
+                       "chemistry_teacher", "locksmith", "journalist", "parent", "hunter")}
 
 
 @dataclass(frozen=True)
@@ -305,7 +307,7 @@ def evaluate(splits: Sequence[str], monitor: TrajectoryMonitor, directory: Path,
         for script in (scripts or {}).get(split) or load_scripts(split):
             progress(f"{split}: {script.id}")
             rows.append(judge_script(script, monitor, model, directory))
-        report["splits"][split] = {"tuned_on": split == "dev", **summarise(rows),
+        report["splits"][split] = {"tuned_on": split in TUNED_ON, **summarise(rows),
                                    "scripts": rows}
     if planted:
         from threadline.eval.provenance import measure

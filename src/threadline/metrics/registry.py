@@ -20,6 +20,7 @@ from prometheus_client import (
 
 from threadline.items import Item
 from threadline.metrics.memory import MemoryCollector
+from threadline.metrics.review import ReviewCollector
 from threadline.metrics.turns import TurnCounts
 from threadline.stores.base import Store
 from threadline.turn.hooks import TurnEvent
@@ -66,10 +67,14 @@ class Metrics:
         if store.memory is not None:
             self.registry.register(MemoryCollector(store, refresh_s=refresh_s))
 
-    def watch_monitor(self) -> None:
+    def watch_monitor(self, store: Store | None = None, *, refresh_s: float = 60.0) -> None:
         """Count the trajectory monitor's decisions by action (``threadline_monitor_decisions``);
-        each turn's items are then read once, so only where a monitor runs."""
+        each turn's items are then read once, so only where a monitor runs. With ``store``,
+        also the review queue's open and resolved flags (``threadline_review_flags``), read
+        from it at most every ``refresh_s``."""
         self.turns.watch_monitor = True
+        if store is not None:
+            self.registry.register(ReviewCollector(store, refresh_s=refresh_s))
 
     def exposition(self) -> bytes:
         """Every family, in the Prometheus text format (``content_type``)."""

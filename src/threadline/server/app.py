@@ -52,6 +52,7 @@ from threadline.server.streams import (
     resumed_events,
 )
 from threadline.stores.base import MAIN
+from threadline.turn import review
 from threadline.turn.children import delegations, delete_with_children
 from threadline.turn.delegate import Delegation
 from threadline.turn.fork import fork as fork_branch
@@ -147,6 +148,16 @@ def create_app(engine: Engine, metrics: Metrics | None = None, *,
                            ) -> list[Any]:
         """Newest activity first: a user token's own, an admin's all."""
         return [s.to_json() for s in store.conversations(limit=limit, owner=caller.user_id)]
+
+    @app.get("/v1/review")
+    def review_queue(caller: CallerDep, resolved: bool = False,
+                     limit: int | None = Query(default=None, ge=1, le=100_000)) -> list[Any]:
+        """The conversations the trajectory monitor flagged for review, newest flag first
+        (with ``resolved``, the resolved ones too): every user's, so only for an admin."""
+        if not caller.admin:
+            raise Forbidden("the review queue covers every user's conversations; this token "
+                            f"is {caller.user_id!r}'s", hint="use an admin token")
+        return [f.to_json() for f in review.queue(store, resolved=resolved, limit=limit)]
 
     @app.get("/v1/conversations/{conversation_id}")
     def get_conversation(conversation_id: str, caller: CallerDep,

@@ -40,3 +40,21 @@ def test_an_unreadable_answer_is_a_zero_with_its_reason(store: SQLiteStore) -> N
     assert signal["score"] == 0.0 and "unreadable" in str(signal["detail"])
     side = [c for c in store.calls(first.conversation_id) if c.purpose == "monitor"]
     assert side[0].error is not None
+
+
+def test_the_setting_names_the_classifiers_backend() -> None:
+    from threadline.errors import InputError
+    from threadline.settings import Settings
+
+    def read(value: str) -> str | None:
+        return Settings.from_env({"THREADLINE_HOME": "/tmp/x",
+                                  "THREADLINE_MONITOR_CLASSIFIER": value}).monitor_classifier
+    assert read("anthropic") == "anthropic" and read(" scripted ") == "scripted"
+    assert read("0") is None and read("off") is None
+    assert Settings.from_env({"THREADLINE_HOME": "/tmp/x"}).monitor_classifier is None
+    try:
+        read("Open AI!")
+    except InputError as err:
+        assert "THREADLINE_MONITOR_CLASSIFIER" in str(err)
+    else:
+        raise AssertionError("a malformed backend name was accepted")

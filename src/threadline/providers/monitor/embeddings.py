@@ -1,8 +1,8 @@
 """The embedding detector: the shipped MiniLM model (the ``dense`` extra) on the trajectory.
 
-    semantic   how close the union of the recent user messages is, in meaning, to a request
-               the policy forbids (its examples); catches shards and paraphrases the rule
-               lexicons miss
+    semantic   how close the union of the recent user messages (or, where closer, the new
+               message alone) is, in meaning, to a request the policy forbids (its
+               examples); catches shards and paraphrases the rule lexicons miss
     drift      how far the new message has moved from the conversation's first message and
                from the system prompt's scope, in meaning
 
@@ -84,10 +84,14 @@ class EmbeddingDetector:
         # the union, in meaning: the mean of the recent messages' vectors, unit length
         mean = numpy.mean(vectors[-len(recent):], axis=0)
         union = mean / max(float(numpy.linalg.norm(mean)), 1e-9)
-        closest = float((self._example_matrix() @ union).max())
-        out = [Signal("semantic", clip((closest - SEMANTIC_FLOOR)
+        examples = self._example_matrix()
+        closest = float((examples @ union).max())
+        # the message alone is a floor: the mean dilutes one sharp message among innocent ones
+        alone = float((examples @ message).max())
+        out = [Signal("semantic", clip((max(closest, alone) - SEMANTIC_FLOOR)
                                        / (SEMANTIC_CEILING - SEMANTIC_FLOOR)),
-                      f"cosine {closest:.2f} to the nearest forbidden example")]
+                      f"cosine {closest:.2f} (recent messages), {alone:.2f} (this one) to "
+                      f"the nearest forbidden example")]
         start = 1 - float(message @ first) if trajectory.turns else 0.0
         away = 1 - float(message @ scope) if scope is not None else 0.0
         out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),

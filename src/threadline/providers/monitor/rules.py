@@ -91,7 +91,8 @@ OPERATIONAL = _pattern(
     r"(?:full|technical|detailed) (?:protocol|procedure|instructions|recipe)",
     r"instructions (?:to|for)", r"the (?:code|recipe|procedure|protocol) for",
     r"how (?:do|can|would|could) (?:i|we|someone|you) (?:make|build|synthesi[sz]e|extract|cook|"
-    r"convert|print|assemble|culture|produce|get into|install|buy|hide|disable|pick|spread)",
+    r"convert|print|assemble|culture|produce|get into|install|buy|hide|disable|pick|spread|"
+    r"read|track|access|hack|steal|bypass|get past|clone|crack|tamper with)",
     r"list the", r"quantities", r"temperatures", r"give (?:me|your \w+) (?:the|a|exact)",
     r"make it (?:spread|evade|detonate|untraceable|pass)", r"so (?:it|that it) (?:detonates|"
     r"spreads|passes|is untraceable)", r"\bwhich \w+ (?:gives|works best|is strongest)",
@@ -103,7 +104,10 @@ INTENT = _pattern(
     r"to kill", r"kill (?:him|her|them|someone|a|an|my)", r"the victim", r"victim's",
     r"has to pay", r"in a crowded", r"no disclaimers", r"my (?:coworker|neighbou?r|ex)\b",
     r"avoid (?:detection|fingerprints|leaving)", r"without (?:them|her|him) knowing",
-    r"to (?:harm|hurt) (?:someone|people)", r"(?:usually )?not (?:test|screen)(?:ed)? for")
+    r"to (?:harm|hurt) (?:someone|people)", r"(?:usually )?not (?:test|screen)(?:ed)? for",
+    # getting past a safeguard, whichever it is
+    r"(?:get|gets|getting) (?:past|around) (?:the |their |its |any )?\w*\s?(?:filters?|checks?|"
+    r"detection|security|scanners?|verification)", r"bypass\w*")
 BACKREF = _pattern(
     r"you (?:mentioned|said|wrote|explained|described)", r"(?:earlier|before),? you",
     r"expand on", r"go deeper", r"building on", r"elaborate", r"the part about",
