@@ -170,3 +170,18 @@ def test_concurrent_turns_keep_every_conversation_whole(tmp_path: Path) -> None:
         assert verify_conversation(store, cid) == []
     assert transactions <= 8 * 10 * 2  # never more than one a commit; fewer when they meet
     store.close()
+
+
+def test_a_lone_commit_that_fails_is_rolled_back(tmp_path: Path) -> None:
+    table = Table(tmp_path / "t.db")
+
+    def half_then_fail(db: Session) -> None:
+        db.run("INSERT INTO rows (name) VALUES ('half')")
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        table.group.run(half_then_fail)
+    assert table.names() == []
+    assert table.committed == []
+    assert table.group.run(insert("next")) == "next"  # the connection is usable after it
+    assert table.names() == ["next"]

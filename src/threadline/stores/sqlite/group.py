@@ -78,19 +78,19 @@ class GroupCommit:
     def _run(self, group: list[_Pending[Any]]) -> None:
         try:
             with self._begin() as execute:
-                for pending in group:
-                    execute("SAVEPOINT group_member", ())
-                    session = Session(execute, writing=True)
-                    try:
-                        pending.result = pending.work(session)
-                    except Exception as err:
-                        if not self._in_transaction():  # it took the transaction with it
-                            raise
-                        execute("ROLLBACK TO group_member", ())
-                        pending.error = err
-                    else:
-                        pending.session = session
-                    execute("RELEASE group_member", ())
+                if len(group) == 1:  # alone: its transaction is its savepoint
+                    self._one(group[0], execute)
+                else:
+                    for pending in group:
+                        execute("SAVEPOINT group_member", ())
+                        try:
+                            self._one(pending, execute)
+                        except Exception as err:
+                            if not self._in_transaction():  # it took the transaction with it
+                                raise
+                            execute("ROLLBACK TO group_member", ())
+                            pending.error = err
+                        execute("RELEASE group_member", ())
         except BaseException as err:  # nothing of the group was written
             for pending in group:
                 pending.error, pending.session = err, None
@@ -98,3 +98,9 @@ class GroupCommit:
         for pending in group:
             if pending.session is not None:
                 self._committed(pending.session)
+
+    @staticmethod
+    def _one(pending: _Pending[Any], execute: Execute) -> None:
+        session = Session(execute, writing=True)
+        pending.result = pending.work(session)
+        pending.session = session
