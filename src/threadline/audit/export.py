@@ -131,7 +131,7 @@ def export(store: Store, target: Target, options: ExportOptions, *,
         start, end = day_start(day), day_start(day + timedelta(days=1))
         with _collector_paused():
             rows = day_rows(audit, start, end, options.pricing, jobs, entries, active)
-        writer.day(day.isoformat(), rows)
+            writer.day(day.isoformat(), rows)
         seen.add(day.isoformat())
         result.days.append(day.isoformat())
     low = "" if since is None else since.isoformat()
@@ -143,8 +143,9 @@ def export(store: Store, target: Target, options: ExportOptions, *,
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Python's cycle collector paused while a day's rows are built: they are tens of thousands
-    of small containers in no cycle, which reference counting frees, and each collection the
+    """Python's cycle collector paused while a day's rows are built and encoded: they are tens
+    of thousands of small containers in no cycle (the rows, then their values taken row by row
+    to be transposed into columns), which reference counting frees, and each collection the
     allocations set off walks every object the process holds (in a process that has just
     replayed or served a log, a third of the export's time)."""
     enabled = gc.isenabled()

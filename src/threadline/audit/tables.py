@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -112,11 +113,22 @@ def encode(table: Table, rows: Sequence[Mapping[str, Any]], *, content: bool) ->
     """Parquet bytes of ``rows``: the same rows give the same bytes (fixed settings, no
     timestamps, statistics and dictionaries decided by the data alone)."""
     schema = table.schema(content=content)
-    columns = {name: [row.get(name) for row in rows] for name in schema.names}
-    data = pa.Table.from_pydict(columns, schema=schema)
+    data = pa.Table.from_pydict(_columns_of(rows, schema.names), schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(data, sink, row_group_size=ROW_GROUP_ROWS, compression="zstd",
                    compression_level=3, use_dictionary=True, write_statistics=True,
                    data_page_size=1 << 20, version="2.6", write_page_index=False,
                    store_schema=True)
     return bytes(sink.getvalue().to_pybytes())
+
+
+def _columns_of(rows: Sequence[Mapping[str, Any]], names: list[str]) -> dict[str, Sequence[Any]]:
+    """The rows' values, column by column: each row's values taken at once and the whole
+    transposed by ``zip`` (a row missing a column has None there, one cell at a time)."""
+    if len(names) < 2 or not rows:
+        return {name: [row.get(name) for row in rows] for name in names}
+    try:
+        values = list(map(itemgetter(*names), rows))
+    except KeyError:
+        return {name: [row.get(name) for row in rows] for name in names}
+    return dict(zip(names, zip(*values, strict=True), strict=True))

@@ -47,10 +47,11 @@ class StoredPrefix(Protocol):
     def cause(self) -> str: ...
 
 
-@dataclass(frozen=True, slots=True)
-class LoggedCall:
+class LoggedCall(NamedTuple):
     """A call as an export reads it: ``ModelCall``'s columns, flat, its response and prefix
-    report as stored, and only what pricing reads of them decoded."""
+    report as stored, and only what pricing reads of them decoded; a tuple, like
+    ``LoggedItem``, as a frozen dataclass sets each of its fields through ``object.__setattr__``
+    (an export builds thousands a day)."""
 
     id: str
     conversation_id: str

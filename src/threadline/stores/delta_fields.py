@@ -79,8 +79,9 @@ def _prompt_part(text: str) -> dict[str, Any] | None:
     parses the whole delta). Canonical JSON sorts the keys, so "prompt" and "tokens" are the
     last two; a token tail is only numbers, and the prompt part a number and a string, inside
     which a quote is always escaped: so the last ``,"tokens":`` is the top-level key, and the
-    last ``,"prompt":`` before it too."""
-    tokens_at = text.rfind(_TOKENS_KEY)
+    last ``,"prompt":`` before it too. That key ends at or before the text's last quote, which
+    a search for one character finds fast, so the token ids after it are not searched."""
+    tokens_at = text.rfind(_TOKENS_KEY, 0, text.rfind('"') + 2)
     prompt_at = text.rfind(_PROMPT_KEY, 0, tokens_at) if tokens_at > 0 else -1
     if prompt_at < 0:
         return None
