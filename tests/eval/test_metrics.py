@@ -51,6 +51,10 @@ def test_score_by_turn_counts_a_stopped_trial_as_correct_from_its_turn() -> None
     assert [point["value"] for point in curve] == [0.25, 0.5, 0.75]
 
 
+def test_trials_that_failed_before_their_first_turn_have_no_curve() -> None:
+    assert by_turn([None, None], 0, seed=0, resamples=200, confidence=0.9, name="c") == []
+
+
 def test_a_paired_difference_resamples_both_arms_together() -> None:
     opts = {"ks": [1, 5], "seed": 3, "resamples": 500, "confidence": 0.95}
     base = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]], dtype=np.float64)

@@ -136,7 +136,10 @@ def share_of(column: int) -> Callable[[Array], Array]:
 def by_turn(first_correct: Sequence[int | None], turns: int, *, seed: int, resamples: int,
             confidence: float, name: str) -> list[dict[str, Any]]:
     """The share of trials correct by each turn index (1-based; a trial stopped at its first
-    correct answer counts as correct from there on)."""
+    correct answer counts as correct from there on). No turns (every trial failed before
+    its first): no curve."""
+    if turns == 0:
+        return []
     reached = np.array([[1.0 if f is not None and f <= t else 0.0 for t in range(1, turns + 1)]
                         for f in first_correct], dtype=np.float64).reshape(-1, turns)
     curve = []
