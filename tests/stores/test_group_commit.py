@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from threadline.engine import Engine
+from threadline.items import NewItem, utc_now
 from threadline.models.scripted import ScriptedModel
+from threadline.stores.base import Commit
 from threadline.stores.sessions import Execute, Session
 from threadline.stores.sqlite import SQLiteStore
 from threadline.stores.sqlite.group import GroupCommit
@@ -185,3 +187,28 @@ def test_a_lone_commit_that_fails_is_rolled_back(tmp_path: Path) -> None:
     assert table.committed == []
     assert table.group.run(insert("next")) == "next"  # the connection is usable after it
     assert table.names() == ["next"]
+
+
+def test_a_commit_inside_a_commit_is_refused_not_deadlocked(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    engine = Engine(store, ScriptedModel())
+    cid = engine.new_conversation()
+    head = store.head(cid)
+    nested = Commit(conversation_id=cid, created_at=utc_now(), check_head=False,
+                    items=[NewItem.user("nested")])
+    outcome: list[BaseException | None] = []
+
+    def commit_within() -> None:
+        try:
+            store._write(lambda db: store.commit(nested))
+            outcome.append(None)
+        except Exception as err:
+            outcome.append(err)
+
+    thread = threading.Thread(target=commit_within, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "a commit inside a commit waited for itself"
+    assert isinstance(outcome[0], Exception) and "transaction" in str(outcome[0])
+    assert store.head(cid) == head  # nothing written
+    store.close()

@@ -123,6 +123,8 @@ class SQLiteStore(RelationalStore):
     # -- connections ---------------------------------------------------------------------
 
     def _write(self, work: Callable[[Session], _T]) -> _T:
+        if getattr(self._writing, "depth", 0):  # inside this thread's own transaction: it
+            return super()._write(work)         # cannot wait for a group it is leading
         return self._group.run(work)
 
     @contextmanager
