@@ -1,11 +1,13 @@
 """``threadline eval run`` against a served model: llama.cpp's own server with the SmolLM2
-GGUF, reached through the official ``openai`` SDK (the ``openai`` backend), every turn
-recorded with its call, and re-scored without it."""
+GGUF, reached through the official ``openai`` and ``anthropic`` SDKs (the ``openai`` and
+``anthropic`` backends), every turn recorded with its call, and re-scored without it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from tests.cli.conftest import Invoke
 from tests.conftest import ANTHROPIC_TEST_KEY
@@ -25,13 +27,17 @@ bootstrap = 100
 """
 
 
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
 def test_a_run_against_a_served_model_records_every_turn_and_rescores_alike(
-        llama_server: LlamaServer, tl: Invoke, home: Path, tmp_path: Path) -> None:
-    backend = "openai"
+        llama_server: LlamaServer, tl: Invoke, home: Path, tmp_path: Path,
+        backend: str) -> None:
     config = tmp_path / "config.toml"
     config.write_text(CONFIG.format(tasks=TASKS, backend=backend))
     env = {"THREADLINE_OPENAI_BASE_URLS": f"{llama_server.url}/v1",
-           "THREADLINE_OPENAI_MODEL": ALIAS, "OPENAI_API_KEY": ANTHROPIC_TEST_KEY}
+           "THREADLINE_OPENAI_MODEL": ALIAS, "OPENAI_API_KEY": ANTHROPIC_TEST_KEY,
+           "THREADLINE_ANTHROPIC_MODEL": ALIAS,
+           "THREADLINE_ANTHROPIC_BASE_URL": llama_server.url,
+           "ANTHROPIC_API_KEY": ANTHROPIC_TEST_KEY}
     done = tl("eval", "run", str(config), "--id", backend, "--json", env=env)
     assert done.code == 0, done.err
     report = done.json()

@@ -239,3 +239,22 @@ def test_a_tool_use_block_is_run_and_its_result_sent_back_as_a_tool_result(
     assert answer["type"] == "tool_result" and answer["tool_use_id"] == "toolu_01"
     assert "Sunny." in answer["content"]
     store.close()
+
+
+class RemoteProtocolError(Exception):
+    """Named as httpx names the error of a connection closed before its response."""
+
+
+def test_only_a_connection_closed_before_any_response_is_sent_again() -> None:
+    from threadline.models.base import closed_while_idle
+
+    idle = ConnectionError("Connection error.")
+    idle.__cause__ = RemoteProtocolError("Server disconnected without sending a response.")
+    assert closed_while_idle(idle)
+    refused = ConnectionError("Connection error.")
+    refused.__cause__ = ConnectionRefusedError("[Errno 111] Connection refused")
+    assert not closed_while_idle(refused)  # no server: sending again would not help
+    midway = ConnectionError("Connection error.")
+    midway.__cause__ = RemoteProtocolError("peer closed connection without sending complete "
+                                           "message body")
+    assert not closed_while_idle(midway)  # it was answering: the call failed

@@ -39,7 +39,14 @@ from threadline.errors import (
     ProviderOverloaded,
     ProviderRateLimited,
 )
-from threadline.models.base import Completion, OnText, RequestedCall, Stopwatch, estimate_tokens
+from threadline.models.base import (
+    Completion,
+    OnText,
+    RequestedCall,
+    Stopwatch,
+    closed_while_idle,
+    estimate_tokens,
+)
 from threadline.render.anthropic import render_anthropic
 from threadline.request import Request
 from threadline.settings import CACHE_TTLS
@@ -134,7 +141,12 @@ class AnthropicModel:
         sent = SentRequest(model=self.model_id, messages=tuple(payload["messages"]),
                            params={k: v for k, v in payload.items() if k != "messages"})
         try:
-            return self._call(payload, sent, on_text)
+            try:
+                return self._call(payload, sent, on_text)
+            except self._anthropic.APIConnectionError as err:
+                if not closed_while_idle(err):
+                    raise
+                return self._call(payload, sent, on_text)  # once more, on a new connection
         except self._anthropic.APIError as err:
             mapped = self._mapped(err)
             mapped.sent_request = sent

@@ -91,3 +91,17 @@ class Stopwatch:
         ttft = None if self._first is None else (self._first - self._start) * 1000
         return Timings(ttft_ms=ttft, total_ms=(now - self._start) * 1000)
 
+
+
+def closed_while_idle(err: BaseException) -> bool:
+    """An SDK's connection error that is a kept-alive connection the server had already
+    closed: it "disconnected without sending a response", so the request was never answered
+    and sending it once more, on a new connection, is what any HTTP client would do. (The
+    SDKs' own retries are off: threadline records every call as it went.)"""
+    cause: BaseException | None = err
+    while cause is not None:
+        if type(cause).__name__ == "RemoteProtocolError" and \
+                "without sending a response" in str(cause):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False

@@ -25,6 +25,7 @@ from threadline.models.base import (
     OnText,
     RequestedCall,
     Stopwatch,
+    closed_while_idle,
     estimate_tokens,
 )
 from threadline.render.openai import render_openai
@@ -81,7 +82,12 @@ class OpenAICompatibleModel:
         refused: list[str] = []
         for endpoint in self.route(request):
             try:
-                return self._call(endpoint, payload, on_text, request.history)
+                try:
+                    return self._call(endpoint, payload, on_text, request.history)
+                except self._openai.APIConnectionError as err:
+                    if not closed_while_idle(err):
+                        raise
+                    return self._call(endpoint, payload, on_text, request.history)
             except self._openai.APIConnectionError as err:
                 refused.append(f"{endpoint} ({err})")
         raise ModelUnavailable(f"no endpoint answered: {'; '.join(refused)}",
