@@ -258,3 +258,25 @@ def test_only_a_connection_closed_before_any_response_is_sent_again() -> None:
     midway.__cause__ = RemoteProtocolError("peer closed connection without sending complete "
                                            "message body")
     assert not closed_while_idle(midway)  # it was answering: the call failed
+
+
+def test_a_call_whose_idle_connection_was_closed_is_made_once_more_and_only_once() -> None:
+    from threadline.models.base import sent_again_if_closed
+
+    calls: list[int] = []
+
+    def closed_then(answer: str, failures: int) -> str:
+        calls.append(1)
+        if len(calls) <= failures:
+            err = ConnectionError("Connection error.")
+            err.__cause__ = RemoteProtocolError("Server disconnected without sending a "
+                                                "response.")
+            raise err
+        return answer
+
+    assert sent_again_if_closed(lambda: closed_then("ok", 1), ConnectionError) == "ok"
+    assert len(calls) == 2
+    calls.clear()
+    with pytest.raises(ConnectionError):  # closed twice: the call fails
+        sent_again_if_closed(lambda: closed_then("ok", 2), ConnectionError)
+    assert len(calls) == 2

@@ -44,8 +44,8 @@ from threadline.models.base import (
     OnText,
     RequestedCall,
     Stopwatch,
-    closed_while_idle,
     estimate_tokens,
+    sent_again_if_closed,
 )
 from threadline.render.anthropic import render_anthropic
 from threadline.request import Request
@@ -141,12 +141,8 @@ class AnthropicModel:
         sent = SentRequest(model=self.model_id, messages=tuple(payload["messages"]),
                            params={k: v for k, v in payload.items() if k != "messages"})
         try:
-            try:
-                return self._call(payload, sent, on_text)
-            except self._anthropic.APIConnectionError as err:
-                if not closed_while_idle(err):
-                    raise
-                return self._call(payload, sent, on_text)  # once more, on a new connection
+            return sent_again_if_closed(lambda: self._call(payload, sent, on_text),
+                                        self._anthropic.APIConnectionError)
         except self._anthropic.APIError as err:
             mapped = self._mapped(err)
             mapped.sent_request = sent

@@ -16,10 +16,12 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from threadline.calls import SentRequest, Timings, Usage
 from threadline.request import Request
+
+_T = TypeVar("_T")
 
 OnText = Callable[[str], None]
 _PIECES = re.compile(r"\w+|[^\w\s]|\s+")
@@ -92,7 +94,6 @@ class Stopwatch:
         return Timings(ttft_ms=ttft, total_ms=(now - self._start) * 1000)
 
 
-
 def closed_while_idle(err: BaseException) -> bool:
     """An SDK's connection error that is a kept-alive connection the server had already
     closed: it "disconnected without sending a response", so the request was never answered
@@ -105,3 +106,14 @@ def closed_while_idle(err: BaseException) -> bool:
             return True
         cause = cause.__cause__ or cause.__context__
     return False
+
+
+def sent_again_if_closed(call: Callable[[], _T], connection_error: type[Exception]) -> _T:
+    """``call()``, and once more if its connection turns out to have been closed while idle
+    (``closed_while_idle``); any other connection error is raised."""
+    try:
+        return call()
+    except connection_error as err:
+        if not closed_while_idle(err):
+            raise
+        return call()

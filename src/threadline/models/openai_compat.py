@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from threadline.calls import SentRequest, Usage
@@ -25,8 +26,8 @@ from threadline.models.base import (
     OnText,
     RequestedCall,
     Stopwatch,
-    closed_while_idle,
     estimate_tokens,
+    sent_again_if_closed,
 )
 from threadline.render.openai import render_openai
 from threadline.request import HistoryMark, Request
@@ -82,12 +83,9 @@ class OpenAICompatibleModel:
         refused: list[str] = []
         for endpoint in self.route(request):
             try:
-                try:
-                    return self._call(endpoint, payload, on_text, request.history)
-                except self._openai.APIConnectionError as err:
-                    if not closed_while_idle(err):
-                        raise
-                    return self._call(endpoint, payload, on_text, request.history)
+                return sent_again_if_closed(
+                    partial(self._call, endpoint, payload, on_text, request.history),
+                    self._openai.APIConnectionError)
             except self._openai.APIConnectionError as err:
                 refused.append(f"{endpoint} ({err})")
         raise ModelUnavailable(f"no endpoint answered: {'; '.join(refused)}",
