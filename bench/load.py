@@ -11,6 +11,9 @@ What is measured
                 transaction on the same store (SQLite WAL with ``synchronous=FULL``, or the
                 same PostgreSQL database through a psycopg pool) and answers JSON
 
+    With ``--workers N`` each server is N uvicorn worker processes sharing its port (as
+    ``threadline serve --workers N`` runs), its CPU summed over them.
+
     ``--clients`` client threads each own one conversation and send ``--turns`` messages one
     after another; the two servers are measured in alternating rounds of ``--round`` turns per
     client so drift hits both. Reported per store: turns/s, p50 and p99 latency per turn, the
@@ -21,6 +24,7 @@ What is measured
     (bare server + client CPU) ÷ (threadline server + client CPU) per turn.
 
     .venv/bin/python bench/load.py
+    .venv/bin/python bench/load.py --stores sqlite --workers 2
     .venv/bin/python bench/load.py --quick --json
 """
 
@@ -121,19 +125,39 @@ def threadline_app(store: str, where: str) -> Any:
     return create_app(Engine(backend, ScriptedModel()))
 
 
-def serve(kind: str, store: str, where: str, port: int) -> None:
+SERVED = "THREADLINE_LOAD_SERVED"  # kind, store, where: what each worker process builds
+
+
+def served_app() -> Any:
+    """The app ``serve`` described in the environment (uvicorn's factory, in each worker)."""
+    kind, store, where = json.loads(os.environ[SERVED])
+    return threadline_app(store, where) if kind == "threadline" else bare_app(store, where)
+
+
+def serve(kind: str, store: str, where: str, port: int, workers: int) -> None:
+    """Serve with uvicorn: in this process, or in ``workers`` processes sharing the port (as
+    ``threadline serve --workers`` does)."""
     import uvicorn
 
-    app = threadline_app(store, where) if kind == "threadline" else bare_app(store, where)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error")
+    os.environ[SERVED] = json.dumps([kind, store, where])
+    if workers == 1:
+        uvicorn.run(served_app(), host="127.0.0.1", port=port, log_level="error")
+    else:
+        from threadline.server.workers import NO_DELAY_HTTP
+
+        uvicorn.run(f"{Path(__file__).stem}:served_app", factory=True, workers=workers,
+                    app_dir=str(Path(__file__).parent), host="127.0.0.1", port=port,
+                    http=NO_DELAY_HTTP, log_level="error")
 
 
-def start(kind: str, store: str, where: str) -> tuple[subprocess.Popen[bytes], str]:
+def start(kind: str, store: str, where: str,
+          workers: int) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     process = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--store", store,
-                                "--where", where, "--port", str(port)])
+                                "--where", where, "--port", str(port),
+                                "--workers", str(workers)])
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -177,15 +201,24 @@ def drive(base: str, conversations: list[str], turns: int, offset: int) -> list[
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (Linux): less noisy than wall time
-    on a shared machine, and it counts only the server, not the clients."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time a server has used so far (Linux), its worker processes
+    included: less noisy than wall time on a shared machine, and it counts only the server,
+    not the clients."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # gone meanwhile
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def measure(store: str, where: dict[str, str], clients: int, turns: int,
-            round_size: int) -> dict[str, Any]:
-    servers = {kind: start(kind, store, where[kind]) for kind in ("threadline", "bare")}
+            round_size: int, workers: int) -> dict[str, Any]:
+    servers = {kind: start(kind, store, where[kind], workers)
+               for kind in ("threadline", "bare")}
     try:
         conversations = {kind: [httpx.post(f"{base}/v1/conversations", json={}).json()["id"]
                                 for _ in range(clients)]
@@ -235,6 +268,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100, help="per client")
     parser.add_argument("--round", type=int, default=10, help="turns per client per round")
     parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes sharing each port (both servers alike)")
     parser.add_argument("--database-url", default=DEFAULT_URL)
     parser.add_argument("--quick", action="store_true", help="a tiny run for smoke tests")
     parser.add_argument("--json", action="store_true")
@@ -244,11 +279,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.store, args.where, args.port)
+        serve(args.serve, args.store, args.where, args.port, args.workers)
         return
     if args.quick:
         args.clients, args.turns, args.round = 2, 4, 2
     report: dict[str, Any] = {"benchmark": "load", "clients": args.clients,
+                              "workers": args.workers,
                               "turns_per_client": args.turns, "stores": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for store in args.stores.split(","):
@@ -256,7 +292,7 @@ def main() -> None:
                 where = {"threadline": str(Path(tmp) / "threadline.db"),
                          "bare": str(Path(tmp) / "bare.db")}
                 report["stores"][store] = measure(store, where, args.clients, args.turns,
-                                                  args.round)
+                                                  args.round, args.workers)
             else:
                 report["stores"][store] = with_postgres(args, store)
             if not args.json:
@@ -293,7 +329,7 @@ def with_postgres(args: argparse.Namespace, store: str) -> dict[str, Any]:
             admin.execute(f"CREATE SCHEMA {name}")
         try:
             migrate(where["threadline"])
-            return measure(store, where, args.clients, args.turns, args.round)
+            return measure(store, where, args.clients, args.turns, args.round, args.workers)
         finally:
             for name in names.values():
                 admin.execute(f"DROP SCHEMA {name} CASCADE")

@@ -3,6 +3,7 @@ take (``--json``, ``--model``, ``--branch``, ``--user``, ``--yes``), confirmatio
 
 from __future__ import annotations
 
+import atexit
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -46,7 +47,7 @@ class Context:
     def store(self) -> Store:
         if self._store is None:
             self._store = open_store(self.settings)
-            click.get_current_context().call_on_close(self._store.close)
+            _on_close(self._store.close)
         return self._store
 
     def corpora(self) -> Corpus:
@@ -99,7 +100,7 @@ class Context:
         if not self._traced:
             self._tracing, self._traced = from_environment(), True
             if self._tracing is not None:  # what is left is exported as the command ends
-                click.get_current_context().call_on_close(self._tracing.shutdown)
+                _on_close(self._tracing.shutdown)
         return self._tracing
 
     def engine(self, model: ModelBackend, *, system: str | None = None,
@@ -127,6 +128,16 @@ class Context:
 
 
 pass_context = click.make_pass_decorator(Context)
+
+
+def _on_close(close: Callable[[], object]) -> None:
+    """Run ``close`` as the command ends; outside a command (a ``serve --workers`` worker,
+    which builds its service from the environment) as the process exits."""
+    command = click.get_current_context(silent=True)
+    if command is None:
+        atexit.register(close)
+    else:
+        command.call_on_close(close)
 
 
 # -- options shared by several commands -----------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
+import os
 import socket
 import threading
 import time
@@ -22,9 +24,12 @@ import click
 from threadline.cli._common import Context, model_option, pass_context
 from threadline.errors import InputError
 from threadline.metrics import INSTALL_HINT, available
+from threadline.models import ModelBackend
+from threadline.settings import Settings
 
 if TYPE_CHECKING:
     from threadline.metrics.registry import Metrics
+    from threadline.tracing.setup import Tracing
 
 
 @click.command()
@@ -39,12 +44,20 @@ if TYPE_CHECKING:
                    "when prometheus-client (the metrics extra) is installed.")
 @click.option("--ui/--no-ui", "ui_on", default=True, show_default=True,
               help="Serve the inspector's pages at /ui (docs/inspector.md).")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Processes that share the port, each with its own engine and model. One "
+                   "turn at a time per conversation holds across them (the lease is in the "
+                   "store). More than one: metrics are off (each would count only its own "
+                   "process).")
 @model_option()
 @pass_context
 def serve(ctx: Context, host: str, port: int, require_tokens: bool, metrics_on: bool | None,
-          ui_on: bool, model_name: str | None) -> None:
+          ui_on: bool, workers: int, model_name: str | None) -> None:
     """Serve conversations over HTTP (OpenAPI spec at /openapi.json, docs at /docs, the
     inspector at /ui)."""
+    if workers > 1:
+        _serve_workers(ctx, host, port, workers, require_tokens, metrics_on, ui_on, model_name)
+        return
     app, notes = _service(ctx, host, require_tokens, metrics_on, ui_on, model_name)
     click.echo(f"threadline serving {ctx.store().path} on http://{host}:{port}{notes}",
                err=True)
@@ -97,9 +110,31 @@ def _service(ctx: Context, host: str, require_tokens: bool, metrics_on: bool | N
              ui_on: bool, model_name: str | None) -> tuple[Any, str]:
     """The app ``serve`` and ``ui`` listen with, and what to say about it; everything that
     can be refused is refused here, before anything listens."""
+    required, metrics, tracing, model = _checked(ctx, host, require_tokens, metrics_on,
+                                                 model_name)
+    from threadline.inspector.app import mount
+    from threadline.server.app import create_app
+
+    engine = ctx.engine(model) if metrics is None else ctx.engine(
+        model, hooks=[metrics.hook], observer=metrics)
+    app = create_app(engine, metrics, require_tokens=required, tracing=tracing)
+    if ui_on:
+        mount(app, engine)
+    notes = ((" (bearer tokens required)" if required else "")
+             + ("" if metrics is None else " (metrics at /metrics)")
+             + ("" if tracing is None else " (traces on)")
+             + (" (inspector at /ui)" if ui_on else ""))
+    return app, notes
+
+
+def _checked(ctx: Context, host: str, require_tokens: bool, metrics_on: bool | None,
+             model_name: str | None) -> tuple[bool, Metrics | None, Tracing | None,
+                                              ModelBackend]:
+    """Whether tokens are required, the metrics, the tracing and the model the service runs
+    with; whatever cannot be served is refused here."""
     try:
-        from threadline.inspector.app import mount
-        from threadline.server.app import create_app
+        import threadline.inspector.app  # noqa: F401 - the server extra, checked up front
+        import threadline.server.app  # noqa: F401
     except ImportError as err:
         raise InputError(f"the HTTP service needs the server extra ({err.name} is missing)",
                          hint="pip install 'threadline[server]'") from err
@@ -111,16 +146,53 @@ def _service(ctx: Context, host: str, require_tokens: bool, metrics_on: bool | N
     metrics = service_metrics(ctx, metrics_on)
     tracing = ctx.tracing()  # a bad OTEL_* setting fails before listening
     model = ctx.model(model_name)  # a missing model fails before listening
-    engine = ctx.engine(model) if metrics is None else ctx.engine(
-        model, hooks=[metrics.hook], observer=metrics)
-    app = create_app(engine, metrics, require_tokens=required, tracing=tracing)
-    if ui_on:
-        mount(app, engine)
-    notes = ((" (bearer tokens required)" if required else "")
-             + ("" if metrics is None else " (metrics at /metrics)")
-             + ("" if tracing is None else " (traces on)")
-             + (" (inspector at /ui)" if ui_on else ""))
-    return app, notes
+    return required, metrics, tracing, model
+
+
+# -- several processes on one port ------------------------------------------------------------
+
+WORKER_SPEC = "THREADLINE_SERVE_WORKER"  # what each worker builds its service from
+
+
+def _serve_workers(ctx: Context, host: str, port: int, workers: int, require_tokens: bool,
+                   metrics_on: bool | None, ui_on: bool, model_name: str | None) -> None:
+    """Check everything here, as a single process would, then let uvicorn start ``workers``
+    processes on the port; each builds the same service from the environment
+    (``worker_app``) and restarts if it dies."""
+    if metrics_on or (metrics_on is None and ctx.settings.metrics):
+        raise InputError(f"metrics with --workers {workers}: each process counts only its own "
+                         "turns, so a scrape would see one worker's share",
+                         hint="serve with --no-metrics (or unset THREADLINE_METRICS), or one "
+                              "worker per port and scrape each")
+    required, _, _, model = _checked(ctx, host, require_tokens, False, model_name)
+    if callable(close := getattr(model, "close", None)):
+        close()  # each worker loads its own
+    path = ctx.store().path
+    os.environ.update({"THREADLINE_HOME": str(ctx.settings.home), WORKER_SPEC: json.dumps(
+        {"host": host, "required": required, "ui": ui_on, "model": model_name,
+         "parent": os.getpid()})})
+    if ctx.settings.database_url is not None:
+        os.environ["THREADLINE_DATABASE_URL"] = ctx.settings.database_url
+    click.echo(f"threadline serving {path} on http://{host}:{port} with {workers} worker "
+               "processes" + (" (bearer tokens required)" if required else "")
+               + (" (inspector at /ui)" if ui_on else ""), err=True)
+    from threadline.server.workers import NO_DELAY_HTTP
+
+    _uvicorn().run(f"{__name__}:worker_app", factory=True, workers=workers, host=host,
+                   port=port, http=NO_DELAY_HTTP, log_level="warning")
+
+
+def worker_app() -> Any:
+    """One worker's service, built as ``_serve_workers`` described it (uvicorn calls this in
+    each worker process)."""
+    from threadline.server.workers import stop_when_orphaned
+
+    spec = json.loads(os.environ[WORKER_SPEC])
+    app, _ = _service(Context(Settings.from_env()), spec["host"], spec["required"], False,
+                      spec["ui"], spec["model"])
+    threading.Thread(target=stop_when_orphaned, args=(spec["parent"],), daemon=True,
+                     name="threadline-parent-watch").start()
+    return app
 
 
 def _open_when_up(url: str, wait_s: float = 10.0) -> None:

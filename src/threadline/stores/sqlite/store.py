@@ -1,6 +1,7 @@
 """The embedded default store: one SQLite file in WAL mode.
 
-One connection writes, serialised by a lock; every commit is one ``BEGIN IMMEDIATE``
+One connection writes, serialised by a lock (and across processes by ``flock`` on
+``<file>-writer``); every commit is one ``BEGIN IMMEDIATE``
 transaction, so concurrent writers (threads or processes) queue on SQLite's write lock and the
 version check inside the transaction sees the latest head. Concurrent commits of one process
 share a transaction and its fsync, each in its own savepoint (``group.py``). Reads go through
@@ -21,6 +22,11 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: SQLite's own lock alone serialises writers
+    fcntl = None  # type: ignore[assignment]
 
 from threadline.errors import StoreError, StoreReadOnly
 from threadline.settings import Durability
@@ -65,11 +71,12 @@ class SQLiteStore(RelationalStore):
         except OSError as err:
             raise StoreReadOnly(str(file.parent), err.strerror or str(err)) from err
         self._conn, version = self._open(file, busy_timeout_s)
+        self._writer_fd = _writer_lock_file(file)
         if version >= TRANSCRIPTS:  # rows from before it get their transcript hashes (if a
             try:                    # crash cut the first fill short, on a later open)
                 self.fill_transcripts()
             except BaseException:
-                self._conn.close()
+                self.close()
                 raise
 
     def _open(self, file: Path, busy_timeout_s: float) -> tuple[sqlite3.Connection, int]:
@@ -99,6 +106,9 @@ class SQLiteStore(RelationalStore):
             for reader in self._readers:
                 reader.close()
             self._conn.close()
+            if self._writer_fd is not None:
+                os.close(self._writer_fd)
+                self._writer_fd = None
 
     def _reader(self) -> sqlite3.Connection:
         try:
@@ -129,7 +139,7 @@ class SQLiteStore(RelationalStore):
 
     @contextmanager
     def _begin(self) -> Iterator[Execute]:
-        with self._lock:
+        with self._lock, self._writer_lock():
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as err:
@@ -144,6 +154,21 @@ class SQLiteStore(RelationalStore):
                 raise
             finally:
                 self._writing.depth -= 1
+
+    @contextmanager
+    def _writer_lock(self) -> Iterator[None]:
+        """Hold the file's writer lock across processes (``flock`` on ``<file>-writer``):
+        a process waiting for it wakes the moment the holder commits, where waiting on
+        SQLite's own lock polls, sleeping up to 100 ms between tries. Where the lock file
+        cannot be opened (a read-only directory), SQLite's lock alone serialises writers."""
+        if self._writer_fd is None:
+            yield
+            return
+        fcntl.flock(self._writer_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
 
     @contextmanager
     def _connect(self) -> Iterator[Execute]:
@@ -182,3 +207,14 @@ def _store_error(path: str, err: sqlite3.OperationalError) -> Exception:
         return StoreError(f"{path} stayed locked by another writer ({text})",
                           hint="retry; if it persists, look for a stuck threadline process")
     return StoreError(f"{path}: {text}")
+
+
+def _writer_lock_file(file: Path) -> int | None:
+    """The open lock file beside ``file`` that writers take in turn, or None where it cannot
+    be made."""
+    if fcntl is None:
+        return None
+    try:
+        return os.open(f"{file}-writer", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return None
