@@ -5,7 +5,7 @@ so both read one store through one token guard. The API does not import the insp
 sits a layer above the server (tests/test_layers.py).
 
 Mounted: the static files at ``/ui/static`` (route name ``inspector-static``), the views'
-routers (``routes.py`` and ``views.py``), and an error page: a refusal or a
+routers (``routes.py``, ``views.py`` and ``review_view.py``), and an error page: a refusal or a
 bad parameter on an inspector page is shown as HTML with the status the API would answer,
 while every other path keeps the API's JSON error.
 """
@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 from threadline.engine import Engine
 from threadline.errors import ThreadlineError
-from threadline.inspector import routes, views
+from threadline.inspector import review_view, routes, views
 from threadline.inspector.deps import Inspector, Pricing
 from threadline.inspector.templating import render
 from threadline.server.access import BROWSER_PREFIX
@@ -37,6 +37,7 @@ def mount(app: FastAPI, engine: Engine, *, pricing: Pricing | None = None) -> No
               name="inspector-static")
     app.include_router(routes.router)  # conversations, a conversation, login
     app.include_router(views.router)   # a call, a user's memory, the charts
+    app.include_router(review_view.router)  # the review queue
     api_errors = cast(Handler | None, app.exception_handlers.get(ThreadlineError))
 
     async def error(request: Request, err: Exception) -> Response:

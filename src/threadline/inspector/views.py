@@ -92,7 +92,7 @@ FormDep = Annotated[dict[str, str], Depends(form_fields)]
 CHANGES = [Depends(same_origin)]  # before the form is read, before anything is written
 
 
-def _confirmed(form: dict[str, str], expected: str, what: str) -> None:
+def confirmed(form: dict[str, str], expected: str, what: str) -> None:
     if form.get("confirm") != expected:
         raise InputError(f"{what} needs its confirmation; nothing was changed",
                          hint="tick the confirmation on the inspector's page, then send it")
@@ -159,7 +159,7 @@ def memory_edit(request: Request, user_id: str, entry_id: str, caller: CallerDep
                 engine: EngineDep, form: FormDep) -> RedirectResponse:
     """Correct an entry, as ``threadline memory edit`` does."""
     memory = _memory(caller, engine, user_id)
-    _confirmed(form, "yes", "a correction")
+    confirmed(form, "yes", "a correction")
     memory.correct(user_id, entry_id, form.get("text", ""))
     return _back(request, user_id, "edited")
 
@@ -180,7 +180,7 @@ def memory_delete(request: Request, user_id: str, entry_id: str, caller: CallerD
     """Delete an entry for real, with the entries it replaced (``threadline memory
     delete``)."""
     memory = _memory(caller, engine, user_id)
-    _confirmed(form, "yes", "a deletion")
+    confirmed(form, "yes", "a deletion")
     memory.delete(user_id, entry_id)
     return _back(request, user_id, "deleted")
 
@@ -201,7 +201,7 @@ def memory_forget(request: Request, user_id: str, caller: CallerDep, engine: Eng
     """Delete everything remembered about the user (``threadline memory delete --all``): the
     confirmation is the user id, typed."""
     memory = _memory(caller, engine, user_id)
-    _confirmed(form, user_id, "forgetting a user")
+    confirmed(form, user_id, "forgetting a user")
     memory.forget(user_id)
     return _back(request, user_id, "forgot")
 
