@@ -167,7 +167,7 @@ def _serve_workers(ctx: Context, host: str, port: int, workers: int, require_tok
     required, _, _, model = _checked(ctx, host, require_tokens, False, model_name)
     if callable(close := getattr(model, "close", None)):
         close()  # each worker loads its own
-    path = ctx.store().path
+    path = ctx.store().path  # opened (and migrated) here: the workers never race to migrate
     os.environ.update({"THREADLINE_HOME": str(ctx.settings.home), WORKER_SPEC: json.dumps(
         {"host": host, "required": required, "ui": ui_on, "model": model_name,
          "parent": os.getpid()})})
