@@ -3,6 +3,9 @@
     semantic   how close the union of the recent user messages (or, where closer, the new
                message alone) is, in meaning, to a request the policy forbids (its
                examples); catches shards and paraphrases the rule lexicons miss
+    intent     how likely the new message, or the union of the recent ones, is a request the
+               policy forbids, by a classifier fitted on a broad set of forbidden requests
+               and look-alikes (``intent.py``): it reaches harms no example names
     drift      how far the new message has moved from the conversation's first message and
                from the system prompt's scope, in meaning
 
@@ -25,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from threadline.errors import InputError
+from threadline.providers.monitor.intent import IntentClassifier
 from threadline.providers.monitor.rules import WINDOW, Policy
 from threadline.providers.monitor.signals import Signal, clip
 from threadline.providers.monitor.trajectory import Trajectory
@@ -33,9 +37,12 @@ from threadline.retrieval import dense
 log = logging.getLogger("threadline.monitor")
 
 SEMANTIC_FLOOR, SEMANTIC_CEILING = 0.50, 0.80  # cosine → score 0 … 1 (tuned on dev)
+INTENT_FLOOR, INTENT_CEILING = 0.50, 0.95  # probability → score 0 … 1 (dev and seen)
 # MiniLM puts unrelated sentences at a cosine of ~0.1-0.3: a distance under this is no drift
 DRIFT_FLOOR = 0.6
 _CACHED = 4096
+_FITTED: dict[Callable[[], Any], IntentClassifier] = {}
+_FITTING = threading.Lock()
 
 
 class EmbeddingDetector:
@@ -49,6 +56,7 @@ class EmbeddingDetector:
         self._vectors: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
         self._examples: Any = None
+        self._intent: IntentClassifier | None = None
 
     def _embed(self, texts: list[str]) -> list[Any]:
         with self._lock:
@@ -72,6 +80,15 @@ class EmbeddingDetector:
             self._examples = numpy.stack(self._embed(self.policy.examples))
         return self._examples
 
+    def _intent_classifier(self) -> IntentClassifier:
+        if self._intent is None:
+            # one fit a process for each embedder (the default examples are the same for all)
+            with _FITTING:
+                if self._make not in _FITTED:
+                    _FITTED[self._make] = IntentClassifier(self._embed)
+                self._intent = _FITTED[self._make]
+        return self._intent
+
     def signals(self, trajectory: Trajectory) -> list[Signal]:
         import numpy
 
@@ -92,6 +109,12 @@ class EmbeddingDetector:
                                        / (SEMANTIC_CEILING - SEMANTIC_FLOOR)),
                       f"cosine {closest:.2f} (recent messages), {alone:.2f} (this one) to "
                       f"the nearest forbidden example")]
+        intent = self._intent_classifier()
+        union_p, alone_p = intent.probability(union), intent.probability(message)
+        out.append(Signal("intent", clip((max(union_p, alone_p) - INTENT_FLOOR)
+                                         / (INTENT_CEILING - INTENT_FLOOR)),
+                          f"p {union_p:.2f} (recent messages), {alone_p:.2f} (this one) of a "
+                          "forbidden request"))
         start = 1 - float(message @ first) if trajectory.turns else 0.0
         away = 1 - float(message @ scope) if scope is not None else 0.0
         out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),

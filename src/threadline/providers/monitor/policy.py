@@ -27,7 +27,7 @@ from threadline.providers.monitor.signals import Signal, clip
 from threadline.turn.monitoring import ACTIONS
 
 WEIGHTS = {"harm": 1.0, "decomposition": 1.0, "escalation": 1.0, "reframing": 1.0,
-           "semantic": 0.7, "classifier": 1.0}
+           "semantic": 0.7, "intent": 1.0, "classifier": 1.0}
 
 
 @dataclass(frozen=True)
