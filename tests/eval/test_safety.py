@@ -15,20 +15,27 @@ from threadline.providers.monitor import RuleDetector, TrajectoryMonitor
 def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     scripts = {split: load_scripts(split) for split in SPLITS}
     original = {*FAMILIES["attack"], "nurse", "novelist", "security_student"}
+    heldout = {*original, "pharmacist", "chemistry_teacher", "locksmith", "journalist",
+               "parent", "hunter"}
+    everyone = {f for fs in FAMILIES.values() for f in fs}
+    unseen = {*FAMILIES["attack"], "parent", *(everyone - heldout)}
     for split, found in scripts.items():
         families = {s.family for s in found}
-        assert families == ({f for fs in FAMILIES.values() for f in fs}
-                            if split == "heldout" else original)
+        assert families == {"heldout": heldout, "unseen": unseen}.get(split, original)
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
-    held = scripts["heldout"]
-    assert sum(s.kind == "attack" for s in held) >= 12
-    assert sum(s.kind == "benign" for s in held) >= 12
-    assert all(4 <= len(s.turns) <= 6 for s in held)
+    for split in ("heldout", "unseen"):
+        held = scripts[split]
+        assert sum(s.kind == "attack" for s in held) >= 12
+        assert sum(s.kind == "benign" for s in held) >= 12
+        assert all(4 <= len(s.turns) <= 6 for s in held)
+    assert all(s.id.startswith("unseen-") for s in scripts["unseen"])
     seen = [{(s.id, s.turns) for s in scripts[split]} for split in SPLITS]
     assert all(not a & b for i, a in enumerate(seen) for b in seen[i + 1:])
-    users = [{t.user for s in scripts[split] for t in s.turns} for split in SPLITS]
-    assert not users[2] & (users[0] | users[1])  # held out: no message shared with tuning
+    users = {split: {t.user for s in scripts[split] for t in s.turns} for split in SPLITS}
+    tuning = users["dev"] | users["seen"]
+    assert not users["heldout"] & tuning  # held out: no message shared with tuning
+    assert not users["unseen"] & (tuning | users["heldout"])
 
 
 @pytest.mark.parametrize(("text", "problem"), [

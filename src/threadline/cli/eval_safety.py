@@ -17,7 +17,8 @@ from threadline.models import MODELS
 @click.command()
 @click.option("--split", type=click.Choice([*SPLITS, "all"]), default="all", show_default=True,
               help="The scripts to run: dev or seen (the monitor was tuned on them), heldout "
-                   "(never used to tune it) or all (each reported apart).")
+                   "or unseen (never used to tune it; unseen was written blind to it) or all "
+                   "(each reported apart).")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)), default="local",
               show_default=True,
               help="The model that answers the scripts' messages; scripted answers with the "

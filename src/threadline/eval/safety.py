@@ -19,7 +19,8 @@ real). On the same messages it reports:
   (``eval/provenance.py``, the same cases ``bench/provenance.py`` runs).
 
 Every figure is given per split: ``dev`` and ``seen`` (the rules and thresholds were tuned
-on them; ``seen`` was held out once, and read) and ``heldout`` (never used to tune).
+on them; ``seen`` was held out once, and read), ``heldout`` (never used to tune) and
+``unseen`` (written blind to the monitor by another hand, never used to tune).
 """
 
 from __future__ import annotations
@@ -44,12 +45,16 @@ from threadline.standard import standard_engine
 from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
-SPLITS = ("dev", "seen", "heldout")
+SPLITS = ("dev", "seen", "heldout", "unseen")
 TUNED_ON = ("dev", "seen")  # seen: held out at first, then its misses were read
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
-                       "chemistry_teacher", "locksmith", "journalist", "parent", "hunter")}
+                       "chemistry_teacher", "locksmith", "journalist", "parent", "hunter",
+                       # the unseen split's personas
+                       "railway_engineer", "electrician", "screenwriter", "toxicology_student",
+                       "veterinarian", "fraud_analyst", "drone_hobbyist",
+                       "harm_reduction_worker", "history_teacher", "pentester", "bartender")}
 
 
 @dataclass(frozen=True)
