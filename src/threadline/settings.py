@@ -58,6 +58,9 @@ class Settings:
     monitor: bool = False
     # its embedding detector (the dense extra); None: where the extra is installed
     monitor_embeddings: bool | None = None
+    # its intent classifier (with the embedding detector): off unless asked for, since held
+    # out it raised false alarms on more than half the look-alikes (docs/safety.md)
+    monitor_intent: bool = False
     # its model classifier: the backend it asks (a name THREADLINE_MODEL takes, configured
     # by the same settings); None: off
     monitor_classifier: str | None = None
@@ -145,6 +148,8 @@ class Settings:
             settings = settings.with_(monitor=_flag(value))
         if value := environ.get("THREADLINE_MONITOR_EMBEDDINGS"):
             settings = settings.with_(monitor_embeddings=_flag(value))
+        if value := environ.get("THREADLINE_MONITOR_INTENT"):
+            settings = settings.with_(monitor_intent=_flag(value))
         if value := environ.get("THREADLINE_MONITOR_CLASSIFIER"):
             settings = settings.with_(monitor_classifier=parse_classifier(value))
         if value := environ.get("THREADLINE_MEMORY_DENSE"):

@@ -85,13 +85,17 @@ class Context:
     def model(self, name: str | None = None) -> ModelBackend:
         return create_model(name or self.settings.model, self.settings)
 
-    def monitor(self, embeddings: bool | None = None) -> TrajectoryMonitor:
+    def monitor(self, embeddings: bool | None = None,
+                intent: bool | None = None) -> TrajectoryMonitor:
         """The trajectory monitor the settings ask for: the rules, the embedding detector
-        (``embeddings``, else the setting) and, where THREADLINE_MONITOR_CLASSIFIER names a
+        (``embeddings``, else the setting) with its intent classifier if ``intent`` (else
+        THREADLINE_MONITOR_INTENT) says so, and, where THREADLINE_MONITOR_CLASSIFIER names a
         backend, the model classifier on it (built and loaded here, before any turn)."""
         name = self.settings.monitor_classifier
         return default_monitor(self.settings.monitor_embeddings if embeddings is None
                                else embeddings,
+                               intent=self.settings.monitor_intent if intent is None
+                               else intent,
                                classifier=None if name is None else self.model(name))
 
     def tracing(self) -> Tracing | None:

@@ -28,6 +28,9 @@ from threadline.models import MODELS
                    "alone. Default: as THREADLINE_MONITOR_EMBEDDINGS says, else on where the "
                    "extra is installed. THREADLINE_MONITOR_CLASSIFIER adds the model "
                    "classifier.")
+@click.option("--intent/--no-intent", default=None,
+              help="Add the embedding detector's intent classifier (docs/safety.md). "
+                   "Default: as THREADLINE_MONITOR_INTENT says, else off.")
 @click.option("--planted/--no-planted", default=True, show_default=True,
               help="Also follow planted instructions through memory writing and 1-3 "
                    "compactions of each kind.")
@@ -35,14 +38,14 @@ from threadline.models import MODELS
               help="Only one planted instruction, compacted once and three times.")
 @json_option()
 @pass_context
-def safety(ctx: Context, split: str, model_name: str, embeddings: bool | None, planted: bool,
-           quick_planted: bool, as_json: bool) -> None:
+def safety(ctx: Context, split: str, model_name: str, embeddings: bool | None,
+           intent: bool | None, planted: bool, quick_planted: bool, as_json: bool) -> None:
     """Play every script with the trajectory monitor on and off: detection per conversation
     against per message (and on each attack's single-turn version), false alarms on the
     benign look-alikes, the turn of first detection, prefix reuse with the monitor on
     against off, and planted instructions through compaction. Runs in a scratch store; the
     data directory is not touched."""
-    monitor = ctx.monitor(embeddings)
+    monitor = ctx.monitor(embeddings, intent)
     model = None if model_name == "scripted" else ctx.model(model_name)
     splits = list(SPLITS) if split == "all" else [split]
     with tempfile.TemporaryDirectory(prefix="threadline-safety-") as scratch:

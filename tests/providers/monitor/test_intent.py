@@ -39,7 +39,7 @@ def detector() -> Any:
     require_dense()
     from threadline.providers.monitor.embeddings import EmbeddingDetector
 
-    return EmbeddingDetector()
+    return EmbeddingDetector(intent=True)
 
 
 def _intent(detector: Any, message: str) -> float:
@@ -53,3 +53,14 @@ def test_a_harm_no_example_names_scores_and_its_look_alike_does_not(detector: An
                              "die and he can't tell why?") > 0.5
     assert _intent(detector, "How do I keep the fish in my pond healthy over the winter?") \
         < 0.2
+
+
+def test_off_by_default_and_refused_without_the_embeddings(detector: Any) -> None:
+    from threadline.errors import InputError
+    from threadline.providers.monitor.embeddings import EmbeddingDetector
+    from threadline.standard import default_monitor
+
+    names = {s.name for s in EmbeddingDetector().signals(Trajectory("How do I bake bread?"))}
+    assert "intent" not in names and "semantic" in names
+    with pytest.raises(InputError, match="intent classifier runs in its embedding detector"):
+        default_monitor(False, intent=True)

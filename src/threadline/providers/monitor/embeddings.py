@@ -3,9 +3,10 @@
     semantic   how close the union of the recent user messages (or, where closer, the new
                message alone) is, in meaning, to a request the policy forbids (its
                examples); catches shards and paraphrases the rule lexicons miss
-    intent     how likely the new message, or the union of the recent ones, is a request the
-               policy forbids, by a classifier fitted on a broad set of forbidden requests
-               and look-alikes (``intent.py``): it reaches harms no example names
+    intent     (with ``intent=True``) how likely the new message, or the union of the recent
+               ones, is a request the policy forbids, by a classifier fitted on a broad set
+               of forbidden requests and look-alikes (``intent.py``): it reaches harms no
+               example names, at the price of false alarms (docs/safety.md)
     drift      how far the new message has moved from the conversation's first message and
                from the system prompt's scope, in meaning
 
@@ -49,8 +50,9 @@ class EmbeddingDetector:
     name = "embeddings"
 
     def __init__(self, policy: Policy | None = None, *,
-                 embedder: Callable[[], Any] = dense.Embedder, window: int = WINDOW) -> None:
-        self.policy, self.window = policy or Policy.default(), window
+                 embedder: Callable[[], Any] = dense.Embedder, window: int = WINDOW,
+                 intent: bool = False) -> None:
+        self.policy, self.window, self.intent = policy or Policy.default(), window, intent
         self._make = embedder
         self._embedder: Any = None
         self._vectors: OrderedDict[str, Any] = OrderedDict()
@@ -109,12 +111,13 @@ class EmbeddingDetector:
                                        / (SEMANTIC_CEILING - SEMANTIC_FLOOR)),
                       f"cosine {closest:.2f} (recent messages), {alone:.2f} (this one) to "
                       f"the nearest forbidden example")]
-        intent = self._intent_classifier()
-        union_p, alone_p = intent.probability(union), intent.probability(message)
-        out.append(Signal("intent", clip((max(union_p, alone_p) - INTENT_FLOOR)
-                                         / (INTENT_CEILING - INTENT_FLOOR)),
-                          f"p {union_p:.2f} (recent messages), {alone_p:.2f} (this one) of a "
-                          "forbidden request"))
+        if self.intent:
+            classifier = self._intent_classifier()
+            union_p, alone_p = classifier.probability(union), classifier.probability(message)
+            out.append(Signal("intent", clip((max(union_p, alone_p) - INTENT_FLOOR)
+                                             / (INTENT_CEILING - INTENT_FLOOR)),
+                              f"p {union_p:.2f} (recent messages), {alone_p:.2f} (this one) "
+                              "of a forbidden request"))
         start = 1 - float(message @ first) if trajectory.turns else 0.0
         away = 1 - float(message @ scope) if scope is not None else 0.0
         out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
@@ -140,8 +143,8 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def embedding_detector(policy: Policy | None = None, *,
-                       enabled: bool | None = None) -> EmbeddingDetector | None:
+def embedding_detector(policy: Policy | None = None, *, enabled: bool | None = None,
+                       intent: bool = False) -> EmbeddingDetector | None:
     """The embedding detector where the dense extra is installed: always when ``enabled``
     (refused without the extra), never when False, and when None where it is installed
     (saying once in the log that the monitor runs on the rules alone where it is not)."""
@@ -155,7 +158,7 @@ def embedding_detector(policy: Policy | None = None, *,
                                   "its rules alone")
         _rules_only()
         return None
-    return EmbeddingDetector(policy)
+    return EmbeddingDetector(policy, intent=intent)
 
 
 @functools.cache
