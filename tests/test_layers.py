@@ -14,7 +14,7 @@ SOURCE = ROOT / "src" / "threadline"
 
 # lowest first; a unit (a subpackage or a top-level module) imports only from lower layers
 LAYERS = [
-    ["errors", "sequences", "trust", "version"],
+    ["errors", "logistic", "sequences", "trust", "version"],
     ["items"],
     ["settings", "request"],
     ["calls"],
