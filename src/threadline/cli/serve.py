@@ -120,11 +120,15 @@ def _service(ctx: Context, host: str, require_tokens: bool, metrics_on: bool | N
     app = create_app(engine, metrics, require_tokens=required, tracing=tracing)
     if ui_on:
         mount(app, engine)
-    notes = ((" (bearer tokens required)" if required else "")
-             + ("" if metrics is None else " (metrics at /metrics)")
-             + ("" if tracing is None else " (traces on)")
-             + (" (inspector at /ui)" if ui_on else ""))
-    return app, notes
+    return app, _notes(required, metrics is not None, tracing is not None, ui_on)
+
+
+def _notes(required: bool, metrics: bool, traced: bool, ui_on: bool) -> str:
+    """What the start-up line says about how the service runs."""
+    return ((" (bearer tokens required)" if required else "")
+            + (" (metrics at /metrics)" if metrics else "")
+            + (" (traces on)" if traced else "")
+            + (" (inspector at /ui)" if ui_on else ""))
 
 
 def _checked(ctx: Context, host: str, require_tokens: bool, metrics_on: bool | None,
@@ -164,7 +168,7 @@ def _serve_workers(ctx: Context, host: str, port: int, workers: int, require_tok
                          "turns, so a scrape would see one worker's share",
                          hint="serve with --no-metrics (or unset THREADLINE_METRICS), or one "
                               "worker per port and scrape each")
-    required, _, _, model = _checked(ctx, host, require_tokens, False, model_name)
+    required, _, tracing, model = _checked(ctx, host, require_tokens, False, model_name)
     if callable(close := getattr(model, "close", None)):
         close()  # each worker loads its own
     path = ctx.store().path  # opened (and migrated) here: the workers never race to migrate
@@ -174,8 +178,7 @@ def _serve_workers(ctx: Context, host: str, port: int, workers: int, require_tok
     if ctx.settings.database_url is not None:
         os.environ["THREADLINE_DATABASE_URL"] = ctx.settings.database_url
     click.echo(f"threadline serving {path} on http://{host}:{port} with {workers} worker "
-               "processes" + (" (bearer tokens required)" if required else "")
-               + (" (inspector at /ui)" if ui_on else ""), err=True)
+               f"processes{_notes(required, False, tracing is not None, ui_on)}", err=True)
     from threadline.server.workers import NO_DELAY_HTTP
 
     _uvicorn().run(f"{__name__}:worker_app", factory=True, workers=workers, host=host,
