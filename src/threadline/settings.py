@@ -127,8 +127,6 @@ class Settings:
         if value := environ.get("THREADLINE_ANTHROPIC_MAX_TOKENS"):
             settings = settings.with_(anthropic_max_tokens=_positive_int(
                 "THREADLINE_ANTHROPIC_MAX_TOKENS", value))
-        if value := environ.get("THREADLINE_TIME_IN_CONTEXT"):
-            settings = settings.with_(time_in_context=_flag(value))
         if value := environ.get("THREADLINE_REMIND_EVERY"):
             settings = settings.with_(remind_every=_positive_int("THREADLINE_REMIND_EVERY",
                                                                  value))
@@ -144,25 +142,16 @@ class Settings:
             settings = settings.with_(delegation=(
                 _positive_int("THREADLINE_DELEGATION (max depth)", depth.strip()),
                 _positive_int("THREADLINE_DELEGATION (max fan-out)", fanout.strip() or "4")))
-        if value := environ.get("THREADLINE_MONITOR"):
-            settings = settings.with_(monitor=_flag(value))
-        if value := environ.get("THREADLINE_MONITOR_EMBEDDINGS"):
-            settings = settings.with_(monitor_embeddings=_flag(value))
-        if value := environ.get("THREADLINE_MONITOR_INTENT"):
-            settings = settings.with_(monitor_intent=_flag(value))
         if value := environ.get("THREADLINE_MONITOR_CLASSIFIER"):
             settings = settings.with_(monitor_classifier=parse_classifier(value))
-        if value := environ.get("THREADLINE_MEMORY_DENSE"):
-            settings = settings.with_(memory_dense=_flag(value))
-        if value := environ.get("THREADLINE_CONSTRAINT_CLASSIFIER"):
-            settings = settings.with_(constraint_classifier=_flag(value))
         if value := environ.get("THREADLINE_KV_MEMORY_MB"):
             settings = settings.with_(kv_memory_bytes=_megabytes("THREADLINE_KV_MEMORY_MB",
                                                                  value))
-        if value := environ.get("THREADLINE_METRICS"):
-            settings = settings.with_(metrics=_flag(value))
         if value := environ.get("THREADLINE_KV_DISK_MB"):
             settings = settings.with_(kv_disk_bytes=_megabytes("THREADLINE_KV_DISK_MB", value))
+        for name, setting in _FLAGS.items():
+            if value := environ.get(name):
+                settings = settings.with_(**{setting: _flag(name, value)})
         return settings
 
 
@@ -209,8 +198,23 @@ def parse_classifier(value: str) -> str | None:
     return name
 
 
-def _flag(value: str) -> bool:
-    return value.lower() in ("1", "true", "yes")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+_FLAGS = {  # the on/off settings: the variable, and the field it sets
+    "THREADLINE_TIME_IN_CONTEXT": "time_in_context", "THREADLINE_MONITOR": "monitor",
+    "THREADLINE_MONITOR_EMBEDDINGS": "monitor_embeddings",
+    "THREADLINE_MONITOR_INTENT": "monitor_intent", "THREADLINE_MEMORY_DENSE": "memory_dense",
+    "THREADLINE_CONSTRAINT_CLASSIFIER": "constraint_classifier",
+    "THREADLINE_METRICS": "metrics",
+}
+
+
+def _flag(name: str, value: str) -> bool:
+    """An on/off setting; anything but the usual words is refused rather than read as off."""
+    word = value.strip().lower()
+    if word not in _TRUE + _FALSE:
+        raise InputError(f"{name} must be 1 or 0 (or true/false, yes/no, on/off); got "
+                         f"{value!r}")
+    return word in _TRUE
 
 
 def _positive_int(name: str, value: str) -> int:

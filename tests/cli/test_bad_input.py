@@ -52,6 +52,16 @@ def test_a_bad_size_limit_setting(tl: Invoke) -> None:
     assert run.code == 2 and "must be a positive integer" in run.err
 
 
+@pytest.mark.parametrize("name", ["THREADLINE_MONITOR", "THREADLINE_MONITOR_INTENT",
+                                  "THREADLINE_METRICS", "THREADLINE_MEMORY_DENSE"])
+def test_an_on_off_setting_that_is_neither_is_refused(tl: Invoke, home: Path,
+                                                      name: str) -> None:
+    run = tl("chat", "--once", "x", env={name: "maybe"})
+    assert run.code == 2 and f"{name} must be 1 or 0" in run.err and "'maybe'" in run.err
+    assert not (home / "threadline.db").exists()  # refused before the store was opened
+    assert tl("chat", "--once", "x", env={name: "off"}).code == 0  # the usual words work
+
+
 @pytest.mark.parametrize("name", ["THREADLINE_KV_MEMORY_MB", "THREADLINE_KV_DISK_MB"])
 @pytest.mark.parametrize("value", ["-1", "lots", "1.5"])
 def test_a_bad_kv_budget_setting(tl: Invoke, home: Path, name: str, value: str) -> None:
