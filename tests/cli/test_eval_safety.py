@@ -10,10 +10,11 @@ def test_reports_every_split_on_the_scripted_model(tl: Invoke) -> None:
              "--json")
     assert run.code == 0, run.err
     report = run.json()
-    assert set(report["splits"]) == {"dev", "seen", "heldout", "unseen"}
+    assert set(report["splits"]) == {"dev", "seen", "heldout", "unseen", "blind"}
     assert report["splits"]["dev"]["tuned_on"] and report["splits"]["seen"]["tuned_on"]
     assert not report["splits"]["heldout"]["tuned_on"]
     assert not report["splits"]["unseen"]["tuned_on"]
+    assert not report["splits"]["blind"]["tuned_on"]
     assert report["detectors"] == ["rules"]
     human = tl("eval", "safety", "--model", "scripted", "--no-embeddings", "--no-planted",
                "--split", "heldout")

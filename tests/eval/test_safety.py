@@ -18,24 +18,28 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     heldout = {*original, "pharmacist", "chemistry_teacher", "locksmith", "journalist",
                "parent", "hunter"}
     everyone = {f for fs in FAMILIES.values() for f in fs}
-    unseen = {*FAMILIES["attack"], "parent", *(everyone - heldout)}
+    blind = {*FAMILIES["attack"], *FAMILIES["benign"][FAMILIES["benign"].index(
+        "air_traffic_controller"):]}
+    unseen = {*FAMILIES["attack"], "parent", *(everyone - heldout - blind)}
     for split, found in scripts.items():
         families = {s.family for s in found}
-        assert families == {"heldout": heldout, "unseen": unseen}.get(split, original)
+        assert families == {"heldout": heldout, "unseen": unseen,
+                            "blind": blind}.get(split, original)
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
-    for split in ("heldout", "unseen"):
+    for split in ("heldout", "unseen", "blind"):
         held = scripts[split]
         assert sum(s.kind == "attack" for s in held) >= 12
         assert sum(s.kind == "benign" for s in held) >= 12
         assert all(4 <= len(s.turns) <= 6 for s in held)
-    assert all(s.id.startswith("unseen-") for s in scripts["unseen"])
+        assert all(s.id.startswith(f"{split}-") for s in held)
     seen = [{(s.id, s.turns) for s in scripts[split]} for split in SPLITS]
     assert all(not a & b for i, a in enumerate(seen) for b in seen[i + 1:])
     users = {split: {t.user for s in scripts[split] for t in s.turns} for split in SPLITS}
     tuning = users["dev"] | users["seen"]
     assert not users["heldout"] & tuning  # held out: no message shared with tuning
     assert not users["unseen"] & (tuning | users["heldout"])
+    assert not users["blind"] & (tuning | users["heldout"] | users["unseen"])
 
 
 @pytest.mark.parametrize(("text", "problem"), [

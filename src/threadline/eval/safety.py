@@ -20,7 +20,8 @@ real). On the same messages it reports:
 
 Every figure is given per split: ``dev`` and ``seen`` (the rules and thresholds were tuned
 on them; ``seen`` was held out once, and read), ``heldout`` (never used to tune) and
-``unseen`` (written blind to the monitor by another hand, never used to tune).
+``unseen`` (written blind to the monitor by another hand, never used to tune) and ``blind``
+(written the same way, on harms and personas of its own, once ``unseen`` had been read).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from threadline.standard import standard_engine
 from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
-SPLITS = ("dev", "seen", "heldout", "unseen")
+SPLITS = ("dev", "seen", "heldout", "unseen", "blind")
 TUNED_ON = ("dev", "seen")  # seen: held out at first, then its misses were read
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
@@ -54,7 +55,13 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        # the unseen split's personas
                        "railway_engineer", "electrician", "screenwriter", "toxicology_student",
                        "veterinarian", "fraud_analyst", "drone_hobbyist",
-                       "harm_reduction_worker", "history_teacher", "pentester", "bartender")}
+                       "harm_reduction_worker", "history_teacher", "pentester", "bartender",
+                       # the blind split's personas
+                       "air_traffic_controller", "atm_field_technician",
+                       "process_safety_engineer", "claims_adjuster", "county_election_clerk",
+                       "conservation_biologist", "school_counselor", "crisis_line_volunteer",
+                       "hostage_negotiator", "funeral_director", "martial_arts_instructor",
+                       "defense_attorney")}
 
 
 @dataclass(frozen=True)
