@@ -8,15 +8,17 @@ response, usage, timings, the model id and the call's place in the conversation.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from threadline.items import canonical_json, format_time
 from threadline.request import HistoryMark, shared_history
 from threadline.sequences import Chunked, chunked, common_prefix_len
+
+_S = TypeVar("_S", str, tuple[int, ...])  # a rendering's text, or its token ids
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,11 @@ class Rendering:
         k = known + common_prefix_len(self.parts[known:], other.parts[known:]) if known \
             else common_prefix_len(self.parts, other.parts)
         last = self.parts[k - 1] if k else RenderedPart("", (), 0, 0, 0)
-        mine, theirs = _text_from(self.parts, k), _text_from(other.parts, k)
-        chars = common_prefix_len(mine, theirs)
+        chars, mine = _tail_prefix(self.parts, other.parts, k, _text_from)
         tokens = 0
         if self.has_tokens and other.has_tokens:
-            tokens = last.tokens_end + common_prefix_len(_tokens_from(self.parts, k),
-                                                         _tokens_from(other.parts, k))
+            tokens = last.tokens_end + _tail_prefix(self.parts, other.parts, k,
+                                                    _tokens_from)[0]
         return Shared(last.chars_end + chars, last.bytes_end + _utf8_len(mine[:chars]), tokens)
 
     def prompt_from(self, chars: int) -> str:
@@ -180,12 +181,33 @@ def _utf8_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-def _text_from(parts: Sequence[RenderedPart], start: int) -> str:
-    return "".join(part.text for part in parts[start:])
+def _text_from(parts: Sequence[RenderedPart], start: int, end: int | None = None) -> str:
+    return "".join(part.text for part in parts[start:end])
 
 
-def _tokens_from(parts: Sequence[RenderedPart], start: int) -> tuple[int, ...]:
-    return tuple(t for part in parts[start:] for t in part.tokens)
+def _tokens_from(parts: Sequence[RenderedPart], start: int, end: int | None = None
+                 ) -> tuple[int, ...]:
+    return tuple(t for part in parts[start:end] for t in part.tokens)
+
+
+def _tail_prefix(a: Sequence[RenderedPart], b: Sequence[RenderedPart], start: int,
+                 joined: Callable[[Sequence[RenderedPart], int, int | None], _S]
+                 ) -> tuple[int, _S]:
+    """The common prefix of the text (or tokens, by ``joined``) of ``a`` and ``b`` from part
+    ``start``, and ``a``'s joined over the window that decided it. Two renderings that part
+    at ``start`` (another conversation's request, say) mostly differ within a part or two, so
+    the window starts at one part and doubles only while one side's window is a prefix of the
+    other's: the cost is what they share, not the whole of both."""
+    width = 1
+    while True:
+        end = start + width
+        mine, theirs = joined(a, start, end), joined(b, start, end)
+        common = common_prefix_len(mine, theirs)
+        if common < min(len(mine), len(theirs)) or (end >= len(a) and end >= len(b)):
+            return common, mine
+        if common == len(mine) and end >= len(a) or common == len(theirs) and end >= len(b):
+            return common, mine  # one side has nothing more: the prefix is all of it
+        width *= 2
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from threadline.models.scripted import (
     render_chatml,
     scripted_rendering,
     scripted_tokens,
+    token_id,
 )
 from threadline.request import Message, Request, Segment, SegmentKind, Stability
 
@@ -63,3 +64,34 @@ def test_the_rendering_built_from_nothing_is_the_one_the_model_records(
         fresh = scripted_rendering(request.messages)
         assert (fresh.prompt, fresh.tokens, fresh.per_message) == (sent.prompt, sent.tokens, True)
         assert [p.bytes_end for p in fresh.parts] == [p.bytes_end for p in sent.parts]
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.text(max_size=20)), min_size=1, max_size=12))
+def test_interleaved_conversations_render_exactly_and_share_one_kv_cache(
+        steps: list[tuple[int, str]]) -> None:
+    """Conversations taking turns on one model: each request is rendered on its own
+    conversation's last parts, yet what is "cached" is only what the previous request, of
+    whichever conversation, left behind (one sequence, as llama.cpp keeps it)."""
+    model = ScriptedModel()
+    histories: list[list[str]] = [[f"conversation {n}"] for n in range(3)]
+    previous: tuple[str, tuple[int, ...]] | None = None
+    for which, text in steps:
+        history = histories[which]
+        history.append(text)
+        request = _request(*history)
+        completion = model.complete(request)
+        sent = completion.sent.rendering
+        assert sent is not None
+        fresh = scripted_rendering(request.messages)
+        assert (sent.prompt, sent.tokens) == (fresh.prompt, fresh.tokens)
+        tokens = sent.tokens or ()
+        expected = 0
+        if previous is not None:
+            before, reply = previous
+            kept = (*before, *reply)  # the previous prompt and its reply, evaluated
+            while expected < min(len(kept), len(tokens)) and \
+                    kept[expected] == tokens[expected]:
+                expected += 1
+        assert completion.usage.cached_tokens == min(expected, max(len(tokens) - 1, 0))
+        history.append(completion.text)
+        previous = (tokens, tuple(map(token_id, scripted_tokens(completion.text))))

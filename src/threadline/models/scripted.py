@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from threadline.calls import RenderedPart, Rendering, SentRequest, Usage
 from threadline.items import new_id
@@ -49,7 +49,11 @@ def render_chatml(request: Request) -> str:
     return "".join(_render(m) for m in request.messages) + _GENERATION_PROMPT
 
 
+@lru_cache(maxsize=65_536)
 def _piece(text: str) -> tuple[str, tuple[int, ...]]:
+    """A message's rendering and its token ids, kept: conversations that take turns on one
+    model each evict the other's "KV cache", and each request is rendered again from its
+    first message, which without this would cost the model O(history) a turn."""
     return text, tuple(map(token_id, scripted_tokens(text)))
 
 
@@ -87,6 +91,15 @@ def echo_reply(request: Request, *, users: int | None = None) -> str:
     return f"(scripted reply {users}) You said: {' '.join(last.split())[:200]}"
 
 
+RENDERINGS_KEPT = 16  # recent requests' renderings, to render the next of each on
+
+
+class _Rendered(NamedTuple):
+    messages: Sequence[Message]
+    parts: Chunked[RenderedPart]
+    users: Chunked[int]  # the user messages up to each message
+
+
 class ScriptedModel:
     model_id = "scripted"
 
@@ -101,9 +114,8 @@ class ScriptedModel:
         self.token_delay_s = token_delay_s
         # what the "KV cache" holds: the last prompt and the reply's token ids
         self._evaluated: tuple[Rendering, tuple[int, ...]] | None = None
-        # the previous request's messages, their parts, and user messages up to each
-        self._rendered: tuple[Sequence[Message], Chunked[RenderedPart], Chunked[int]] = \
-            ((), Chunked(), Chunked())
+        # recent requests' messages, their parts, and user messages up to each, newest first
+        self._rendered: deque[_Rendered] = deque(maxlen=RENDERINGS_KEPT)
         self.requests: list[Request] = []
 
     def count_tokens(self, text: str) -> int:
@@ -153,24 +165,30 @@ class ScriptedModel:
 
     def _users(self) -> int:
         """The user messages of the request just rendered."""
-        counts = self._rendered[2]
+        counts = self._rendered[0].users if self._rendered else ()
         return counts[-1] if counts else 0
 
     def _render(self, messages: Sequence[Message]) -> Rendering:
-        """ChatML, message by message, on top of the previous request's parts: messages it
-        shares with the previous request keep their rendered parts (the same objects). Part
-        ``i`` renders message ``i`` alone (``per_message``); the last part is the generation
-        prompt. Both the messages and the parts are shared sequences
+        """ChatML, message by message, on top of the parts of the recent request that shares
+        the most leading messages with this one (the previous turn of its conversation, where
+        conversations take turns): the messages they share keep their rendered parts (the
+        same objects). Part ``i`` renders message ``i`` alone (``per_message``); the last part
+        is the generation prompt. Both the messages and the parts are shared sequences
         (``sequences.Chunked``): what the two requests share is skipped, not visited."""
-        previous, parts, users = self._rendered
-        keep = common_prefix_len(previous, messages)
+        base, keep = _Rendered((), Chunked(), Chunked()), 0
+        for kept in self._rendered:
+            shared = common_prefix_len(kept.messages, messages)
+            if shared > keep:
+                base, keep = kept, shared
+        if keep:
+            self._rendered.remove(base)
         new = messages[keep:]
-        rendering = Rendering.extend(parts.prefix(keep), map(_piece, map(_render, new)))
-        users = users.prefix(keep)
+        rendering = Rendering.extend(base.parts.prefix(keep), map(_piece, map(_render, new)))
+        users = base.users.prefix(keep)
         counted = accumulate((int(m.role == "user") for m in new),
                              initial=users[-1] if users else 0)
         next(counted)  # the initial count, already in ``users``
-        self._rendered = (messages, rendering.parts, users.plus(counted))
+        self._rendered.appendleft(_Rendered(messages, rendering.parts, users.plus(counted)))
         return Rendering.extend(rendering.parts, [_piece(_GENERATION_PROMPT)],
                                 per_message=True)
 
