@@ -95,3 +95,22 @@ def test_interleaved_conversations_render_exactly_and_share_one_kv_cache(
         assert completion.usage.cached_tokens == min(expected, max(len(tokens) - 1, 0))
         history.append(completion.text)
         previous = (tokens, tuple(map(token_id, scripted_tokens(completion.text))))
+
+
+def test_a_conversations_next_request_renders_only_its_new_messages(monkeypatch) -> None:
+    """Three conversations taking turns: each request renders what its conversation added
+    since its own last request, not its whole history again."""
+    from threadline.models import scripted
+
+    rendered: list[str] = []
+    render = scripted._render
+    monkeypatch.setattr(scripted, "_render", lambda m: rendered.append(m.content) or render(m))
+    model = ScriptedModel()
+    histories = [["shared opening", f"conversation {n}"] for n in range(3)]
+    for turn in range(4):
+        for n, history in enumerate(histories):
+            rendered.clear()
+            reply = model.complete(_request(*history)).text
+            assert rendered == (history if turn == 0 and n == 0 else
+                                history[1:] if turn == 0 else history[-2:])
+            history += [reply, f"turn {turn} of {n}"]

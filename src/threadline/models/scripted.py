@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from threadline.calls import RenderedPart, Rendering, SentRequest, Usage
 from threadline.items import new_id
 from threadline.models.base import Completion, OnText, RequestedCall, Stopwatch
-from threadline.request import Message, Request
+from threadline.request import HistoryMark, Message, Request, shared_history
 from threadline.sequences import Chunked, common_prefix_len
 
 TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]|\s+")
@@ -98,6 +98,25 @@ class _Rendered(NamedTuple):
     messages: Sequence[Message]
     parts: Chunked[RenderedPart]
     users: Chunked[int]  # the user messages up to each message
+    mark: HistoryMark | None  # where the request's history sits, from the assembler
+
+
+def _shared(kept: _Rendered, messages: Sequence[Message], mark: HistoryMark | None) -> int:
+    """The leading messages ``kept``'s request shares with this one: the history both show
+    of the same log, by its chained hashes, with the few messages above it compared, then
+    what follows; or, without marks, a comparison from the start."""
+    end = 0 if kept.mark is None or mark is None else shared_history(kept.mark, mark)
+    above = 0 if mark is None else mark.start
+    if end and common_prefix_len(kept.messages[:above], messages[:above]) == above:
+        return end + common_prefix_len(kept.messages[end:], messages[end:])
+    return common_prefix_len(kept.messages, messages)
+
+
+def _leads(before: Sequence[Message], after: Sequence[Message]) -> bool:
+    """Whether ``after`` may continue ``before``: its message where ``before`` ends is the
+    same (one comparison; ``common_prefix_len`` then confirms the rest)."""
+    n = len(before)
+    return 0 < n <= len(after) and before[n - 1] == after[n - 1]
 
 
 class ScriptedModel:
@@ -127,7 +146,7 @@ class ScriptedModel:
     def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
         watch = Stopwatch()
         self.requests.append(request)
-        rendering = self._render(request.messages)
+        rendering = self._render(request.messages, request.history)
         sent = SentRequest(model=self.model_id, messages=request.openai_tuple(),
                            rendering=rendering, history=request.history)
         reply = self._queue.popleft() if self._queue else self._reply(request)
@@ -168,27 +187,35 @@ class ScriptedModel:
         counts = self._rendered[0].users if self._rendered else ()
         return counts[-1] if counts else 0
 
-    def _render(self, messages: Sequence[Message]) -> Rendering:
+    def _render(self, messages: Sequence[Message], mark: HistoryMark | None) -> Rendering:
         """ChatML, message by message, on top of the parts of the recent request that shares
         the most leading messages with this one (the previous turn of its conversation, where
         conversations take turns): the messages they share keep their rendered parts (the
         same objects). Part ``i`` renders message ``i`` alone (``per_message``); the last part
         is the generation prompt. Both the messages and the parts are shared sequences
-        (``sequences.Chunked``): what the two requests share is skipped, not visited."""
-        base, keep = _Rendered((), Chunked(), Chunked()), 0
-        for kept in self._rendered:
-            shared = common_prefix_len(kept.messages, messages)
+        (``sequences.Chunked``): what the two requests share is skipped, not visited, and
+        where both carry the assembler's history mark, the history they share is confirmed
+        by its chained hashes (``request.shared_history``), not message by message."""
+        # its conversation's previous request, picked out by its last message (in the same
+        # place here), else whichever shares the most (compared in full: a few, and rarely)
+        candidates = [k for k in self._rendered if _leads(k.messages, messages)] or \
+            self._rendered
+        base, keep = _Rendered((), Chunked(), Chunked(), None), 0
+        for kept in candidates:
+            shared = _shared(kept, messages, mark)
             if shared > keep:
                 base, keep = kept, shared
-        if keep:
-            self._rendered.remove(base)
+        if keep and keep == len(base.messages):  # its conversation's next request: it
+            # supersedes the one it extends (found by identity: == would compare histories)
+            del self._rendered[next(i for i, k in enumerate(self._rendered) if k is base)]
         new = messages[keep:]
         rendering = Rendering.extend(base.parts.prefix(keep), map(_piece, map(_render, new)))
         users = base.users.prefix(keep)
         counted = accumulate((int(m.role == "user") for m in new),
                              initial=users[-1] if users else 0)
         next(counted)  # the initial count, already in ``users``
-        self._rendered.appendleft(_Rendered(messages, rendering.parts, users.plus(counted)))
+        self._rendered.appendleft(_Rendered(messages, rendering.parts, users.plus(counted),
+                                            mark))
         return Rendering.extend(rendering.parts, [_piece(_GENERATION_PROMPT)],
                                 per_message=True)
 
