@@ -203,8 +203,8 @@ def _tail_prefix(a: Sequence[RenderedPart], b: Sequence[RenderedPart], start: in
         end = start + width
         mine, theirs = joined(a, start, end), joined(b, start, end)
         common = common_prefix_len(mine, theirs)
-        if common < min(len(mine), len(theirs)) or (end >= len(a) and end >= len(b)):
-            return common, mine
+        if common < min(len(mine), len(theirs)):
+            return common, mine  # they differ inside the window: nothing after can matter
         if common == len(mine) and end >= len(a) or common == len(theirs) and end >= len(b):
             return common, mine  # one side has nothing more: the prefix is all of it
         width *= 2

@@ -51,9 +51,9 @@ def render_chatml(request: Request) -> str:
 
 @lru_cache(maxsize=65_536)
 def _piece(text: str) -> tuple[str, tuple[int, ...]]:
-    """A message's rendering and its token ids, kept: conversations that take turns on one
-    model each evict the other's "KV cache", and each request is rendered again from its
-    first message, which without this would cost the model O(history) a turn."""
+    """A message's rendering and its token ids, kept: a request that finds no recent
+    rendering of its conversation to build on (more than ``RENDERINGS_KEPT`` conversations
+    taking turns) renders its whole history again, at a lookup a message."""
     return text, tuple(map(token_id, scripted_tokens(text)))
 
 
