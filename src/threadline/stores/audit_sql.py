@@ -16,11 +16,9 @@ from typing import Any
 
 from threadline.items import Branch, Item, format_time
 from threadline.stores.audit import LoggedConversation
-from threadline.stores.rows import item_from_row, stored_time
+from threadline.stores.rows import ITEM_COLUMNS, item_from_row, stored_time
 from threadline.stores.sessions import Database
 
-_ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
-                 "created_at, client_msg_id")
 _by_conversation = itemgetter(0)
 
 
@@ -47,7 +45,7 @@ class SQLAudit:
 
     def items(self, conversation_id: str) -> list[Item]:
         with self._db.reading() as db:
-            rows = db.all(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
+            rows = db.all(f"SELECT {ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
                           "ORDER BY seq", (conversation_id,))
         return [item_from_row(row) for row in rows]
 

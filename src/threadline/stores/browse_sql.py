@@ -17,14 +17,16 @@ from threadline.calls import ModelCall
 from threadline.items import Item, ItemKind
 from threadline.stores.browse import ConversationQuery, Lineage
 from threadline.stores.records import ConversationSummary, Generation
-from threadline.stores.rows import SUMMARY_COLUMNS, call_from_row, item_from_row, summary_from_row
+from threadline.stores.rows import (
+    CALL_COLUMNS,
+    ITEM_COLUMNS,
+    SUMMARY_COLUMNS,
+    call_from_row,
+    item_from_row,
+    summary_from_row,
+)
 from threadline.stores.sessions import Database
 
-_ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
-                 "created_at, client_msg_id")
-_CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
-                 "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
-                 "started_at, error, prefix_report, purpose")
 _CALL_CHUNK = 64
 _MESSAGES = ("user_message", "assistant_message")
 _SUMMARY = ("SELECT " + SUMMARY_COLUMNS + " FROM conversations c {where}"
@@ -73,7 +75,7 @@ class SQLBrowse:
             for name, last in lineage:  # newest segment first: their seqs do not overlap
                 if len(out) >= limit:
                     break
-                rows = db.all(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
+                rows = db.all(f"SELECT {ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
                               "AND branch = ? AND seq <= ? ORDER BY seq DESC LIMIT ?",
                               (conversation_id, name, min(last, before - 1), limit - len(out)))
                 out += map(item_from_row, rows)
@@ -88,7 +90,7 @@ class SQLBrowse:
                     break
                 if last <= after:
                     continue
-                rows = db.all(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
+                rows = db.all(f"SELECT {ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
                               "AND branch = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
                               (conversation_id, name, after, last, limit - len(out)))
                 out += map(item_from_row, rows)
@@ -105,7 +107,7 @@ class SQLBrowse:
             for name, last in reversed(lineage):
                 if last <= after:
                     continue
-                rows = db.all(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
+                rows = db.all(f"SELECT {ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
                               f"AND branch = ? AND seq > ? AND seq <= ? AND kind IN ({marks}) "
                               "ORDER BY seq", (conversation_id, name, after, last, *names))
                 out += map(item_from_row, rows)
@@ -120,7 +122,7 @@ class SQLBrowse:
         with self._db.reading() as db:
             while True:
                 bound = "" if position is None else f" AND {order} {sign} ?"
-                rows = db.all(f"SELECT {_CALL_COLUMNS}, {order} FROM model_calls WHERE "
+                rows = db.all(f"SELECT {CALL_COLUMNS}, {order} FROM model_calls WHERE "
                               f"conversation_id = ? AND branch = ?{bound} "
                               f"ORDER BY {order} {direction} LIMIT ?",
                               (conversation_id, branch,

@@ -6,7 +6,9 @@ backend supplies only how to open a transaction or a read, which column orders c
 conversation is locked for a commit, which constraint an integrity error broke, and its
 full-text search (``stores/fulltext.py``) for the memory and corpora it keeps beside the log
 (``memory_sql.py``, ``corpus_sql.py``, reached through ``memory`` and ``corpora``), and the
-Responses API records (``responses_sql.py``, through ``responses``).
+Responses API records (``responses_sql.py``, through ``responses``). Model calls and their
+exact requests are ``calls_sql.py``'s, and leases and generations ``turn_state.py``'s, both
+mixed in.
 
 A commit locks its conversation first (SQLite's ``BEGIN IMMEDIATE`` already holds the whole
 database; PostgreSQL takes the conversation row ``FOR UPDATE``), so the version check and the
@@ -15,12 +17,10 @@ next seq are read by the only writer of that conversation.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -30,7 +30,6 @@ from threadline.errors import (
     InputError,
     TurnSuperseded,
     UnknownBranch,
-    UnknownCall,
     UnknownConversation,
     UnknownItem,
 )
@@ -46,7 +45,6 @@ from threadline.items import (
     transcript_after,
 )
 from threadline.sequences import Chunked
-from threadline.stores import delta
 from threadline.stores.audit import AuditBackend
 from threadline.stores.audit_sql import SQLAudit
 from threadline.stores.base import (
@@ -58,6 +56,7 @@ from threadline.stores.base import (
 )
 from threadline.stores.browse import BrowseBackend
 from threadline.stores.browse_sql import SQLBrowse
+from threadline.stores.calls_sql import CallsSQL
 from threadline.stores.corpus import CorpusBackend
 from threadline.stores.corpus_sql import SQLCorpora
 from threadline.stores.fulltext import FullText
@@ -67,11 +66,10 @@ from threadline.stores.responses import ResponseBackend
 from threadline.stores.responses_sql import SQLResponses
 from threadline.stores.rows import (
     CONVERSATION_COLUMNS,
+    ITEM_COLUMNS,
     SUMMARY_COLUMNS,
-    call_from_row,
     conversation_from_row,
     item_from_row,
-    request_size,
     stored_time,
     summary_from_row,
 )
@@ -83,22 +81,15 @@ from threadline.stores.turn_state import TurnStateSQL
 
 __all__ = ["Cursor", "Execute", "RelationalStore", "Session", "Violation"]
 
-_ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
-                 "created_at, client_msg_id")
 _HEAD = tuple[int, str, int, str]  # a branch head's seq, hash, turn and transcript hash
-_CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
-                 "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
-                 "started_at, error, prefix_report, purpose")
 _NO_LIMIT = 2**62  # past any seq; also the bound a seq must be under to be looked up
 _T = TypeVar("_T")
-_REMEMBERED_BRANCHES = 32
-_REMEMBERED_BYTES = 64 * 2**20  # roughly: a few very long conversations, many short ones
 _REMEMBERED_ITEMS = 200_000      # items read before, kept per branch for the next read
 
 Violation = Literal["client_msg_id", "foreign_key", "other"]
 
 
-class RelationalStore(TurnStateSQL, TranscriptsSQL):
+class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
     """The Store protocol over SQL; subclasses connect it to a database."""
 
     path: str
@@ -319,7 +310,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
             digest = chain_hash_json(parent_hash, new.kind, new.content_json)
             transcript = transcript_after(transcript, new.kind, new.content)
             try:
-                db.run(f"INSERT INTO items ({_ITEM_COLUMNS}, transcript) "
+                db.run(f"INSERT INTO items ({ITEM_COLUMNS}, transcript) "
                        "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                        (commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
                         str(new.kind), new.content_json, digest, created, new.client_msg_id,
@@ -333,76 +324,6 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
             parent_seq, parent_hash = next_seq, digest
             next_seq += 1
         return out
-
-    def _insert_call(self, db: Session, call: ModelCall, reply_seq: int | None) -> ModelCall:
-        assert call.request is not None, "a recorded call carries its request"
-        # any earlier call of the conversation is a correct base; the newest one on the branch
-        # that succeeded is usually the best (a failed one may hold only its messages, and the
-        # retry's prompt would be stored whole), and this handle usually still holds it
-        remembered = self._requests.get((call.conversation_id, call.branch))
-        base_id: str | None
-        base: SentRequest | None
-        if remembered is not None:
-            base_id, base = remembered
-        else:
-            base_id = self._base_call(db, call.conversation_id, call.branch)
-            base = None if base_id is None else self._request(db, base_id)
-        encoded = delta.encode(call.request, base)
-        if base is not None and not any(isinstance(encoded[f], dict) and encoded[f]["keep"]
-                                        for f in ("messages", "prompt", "tokens")):
-            base_id = None  # nothing shared: store it whole, with no chain behind it
-        db.run(
-            "INSERT INTO model_calls (id, conversation_id, branch, turn, head_seq, reply_seq, "
-            "status, model, base_call_id, request_delta, response, prompt_tokens, cached_tokens,"
-            " completion_tokens, ttft_ms, total_ms, error, started_at, prefix_report, purpose) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (call.id, call.conversation_id, call.branch, call.turn, call.head_seq, reply_seq,
-             str(call.status), call.model, base_id, canonical_json(encoded),
-             canonical_json(dict(call.response)), call.usage.prompt_tokens,
-             call.usage.cached_tokens, call.usage.completion_tokens, call.timings.ttft_ms,
-             call.timings.total_ms, call.error, format_time(call.started_at),
-             None if call.prefix is None else canonical_json(dict(call.prefix)), call.purpose))
-        return replace(call, reply_seq=reply_seq)
-
-    def _base_call(self, db: Session, conversation_id: str, branch: str) -> str | None:
-        """The call a new request is stored against: the branch's last that succeeded, else
-        the conversation's (a fork's first call usually shares its parent's prefix)."""
-        row = db.one(f"SELECT id FROM model_calls WHERE conversation_id = ? AND branch = ? "
-                     f"AND purpose = 'turn' AND status = 'ok' "
-                     f"ORDER BY {self.CALL_ORDER} DESC LIMIT 1", (conversation_id, branch))
-        if row is None:
-            row = db.one(f"SELECT id FROM model_calls WHERE conversation_id = ? "
-                         f"AND status = 'ok' ORDER BY {self.CALL_ORDER} DESC LIMIT 1",
-                         (conversation_id,))
-        return None if row is None else str(row[0])
-
-    def _request(self, db: Session, call_id: str) -> SentRequest:
-        with self._cache_lock:
-            for cached_id, request in self._requests.values():
-                if cached_id == call_id:
-                    return request
-        rows = db.all(
-            "WITH RECURSIVE chain (id, base, delta) AS ("
-            " SELECT id, base_call_id, request_delta FROM model_calls WHERE id = ?"
-            " UNION ALL SELECT m.id, m.base_call_id, m.request_delta"
-            " FROM model_calls m JOIN chain ON m.id = chain.base)"
-            " SELECT delta FROM chain", (call_id,))
-        if not rows:
-            raise UnknownCall(call_id)
-        return delta.decode([json.loads(row[0]) for row in rows])
-
-    def _remember(self, call: ModelCall, request: SentRequest) -> None:
-        """Keep the newest request of each recently used branch: the next call on that branch
-        is encoded against it without decoding the chain."""
-        key = (call.conversation_id, call.branch)
-        with self._cache_lock:
-            self._requests[key] = (call.id, request)
-            self._requests.move_to_end(key)
-            while len(self._requests) > 1 and (
-                    len(self._requests) > _REMEMBERED_BRANCHES
-                    or sum(request_size(r) for _, r in self._requests.values())
-                    > _REMEMBERED_BYTES):
-                self._requests.popitem(last=False)
 
     def _forget(self, conversation_id: str) -> None:
         with self._cache_lock:
@@ -490,7 +411,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
     def _head(self, db: Session, conversation_id: str, branch: str) -> Item | None:
         """The newest item on the branch or, for a fresh fork, on its ancestors."""
         for name, limit in self._lineage(db, conversation_id, branch):
-            row = db.one(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND "
+            row = db.one(f"SELECT {ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND "
                          "branch = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
                          (conversation_id, name, limit))
             if row is not None:
@@ -538,7 +459,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
             params: list[Any] = [conversation_id, after]
             for name, limit in lineage:
                 params += [name, limit]
-            rows = db.all(f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
+            rows = db.all(f"SELECT {ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
                           f"AND seq > ? AND ({where}) ORDER BY seq", params)
             if known and not rows and db.one("SELECT 1 FROM conversations WHERE id = ?",
                                              (conversation_id,)) is None:
@@ -561,7 +482,7 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
 
     def item(self, conversation_id: str, seq: int) -> Item:
         rows = [] if not 0 < seq < _NO_LIMIT else self._read(
-            f"SELECT {_ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND seq = ?",
+            f"SELECT {ITEM_COLUMNS} FROM items WHERE conversation_id = ? AND seq = ?",
             (conversation_id, seq))
         if not rows:
             self.conversation(conversation_id)
@@ -569,34 +490,6 @@ class RelationalStore(TurnStateSQL, TranscriptsSQL):
         return item_from_row(rows[0])
 
     def find_client_message(self, client_msg_id: str) -> Item | None:
-        rows = self._read(f"SELECT {_ITEM_COLUMNS} FROM items WHERE client_msg_id = ?",
+        rows = self._read(f"SELECT {ITEM_COLUMNS} FROM items WHERE client_msg_id = ?",
                           (client_msg_id,))
         return item_from_row(rows[0]) if rows else None
-
-    def call(self, call_id: str) -> ModelCall:
-        with self._reading() as db:
-            row = db.one(f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE id = ?", (call_id,))
-            if row is None:
-                raise UnknownCall(call_id)
-            return call_from_row(row, self._request(db, call_id))
-
-    def last_call(self, conversation_id: str, branch: str | None = None) -> ModelCall | None:
-        sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ? " \
-            "AND purpose = 'turn'"
-        params: list[Any] = [conversation_id]
-        if branch is not None:
-            sql += " AND branch = ?"
-            params.append(branch)
-        with self._reading() as db:
-            row = db.one(sql + f" ORDER BY {self.CALL_ORDER} DESC LIMIT 1", params)
-            return None if row is None else call_from_row(row, self._request(db, row[0]))
-
-    def calls(self, conversation_id: str, *, branch: str | None = None) -> list[ModelCall]:
-        self.conversation(conversation_id)
-        sql = f"SELECT {_CALL_COLUMNS} FROM model_calls WHERE conversation_id = ?"
-        params: list[Any] = [conversation_id]
-        if branch is not None:
-            sql += " AND branch = ?"
-            params.append(branch)
-        return [call_from_row(row, None) for row in self._read(sql + f" ORDER BY {self.CALL_ORDER}",
-                                                       params)]

@@ -59,9 +59,16 @@ def summary_from_row(row: Sequence[Any]) -> ConversationSummary:
 
 _KINDS = {kind.value: kind for kind in ItemKind}  # a lookup, not an enum call, per item
 
+ITEM_COLUMNS = ("conversation_id, seq, branch, parent_seq, turn, kind, content, hash, "
+                "created_at, client_msg_id")
+CALL_COLUMNS = ("id, conversation_id, branch, turn, head_seq, reply_seq, status, model, "
+                "response, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, total_ms, "
+                "started_at, error, prefix_report, purpose")
+
 
 def item_from_row(row: Sequence[Any], loads: Callable[[str], Any] = json.loads) -> Item:
-    """``loads`` decodes the content: the audit export's is faster (``stores/audit_json.py``)."""
+    """A row of ``ITEM_COLUMNS``; ``loads`` decodes the content: the audit export's is faster
+    (``stores/audit_json.py``)."""
     return Item(conversation_id=row[0], seq=row[1], branch=row[2], parent_seq=row[3],
                 turn=row[4], kind=_KINDS.get(row[5]) or ItemKind(row[5]),
                 content=loads(row[6]), hash=row[7],
@@ -69,6 +76,7 @@ def item_from_row(row: Sequence[Any], loads: Callable[[str], Any] = json.loads) 
 
 
 def call_from_row(row: Sequence[Any], request: SentRequest | None) -> ModelCall:
+    """A row of ``CALL_COLUMNS``, with its request where it was read."""
     return ModelCall(
         id=row[0], conversation_id=row[1], branch=row[2], turn=row[3], head_seq=row[4],
         reply_seq=row[5], status=CallStatus(row[6]), model=row[7], request=request,
