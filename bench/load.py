@@ -14,6 +14,12 @@ What is measured
     With ``--workers N`` each server is N uvicorn worker processes sharing its port (as
     ``threadline serve --workers N`` runs), its CPU summed over them.
 
+    With ``--http-floor`` a third server runs in the same rounds: threadline's service whose
+    engine answers each conversation's later messages with its first turn's result again,
+    running no turn: what threadline's HTTP path costs (routing, the token and body guards,
+    the thread pool, the JSON) apart from the turn, so that the server CPU per turn splits
+    into the two.
+
     ``--clients`` client threads each own one conversation and send ``--turns`` messages one
     after another; the two servers are measured in alternating rounds of ``--round`` turns per
     client so drift hits both. Reported per store: turns/s, p50 and p99 latency per turn, the
@@ -25,6 +31,7 @@ What is measured
 
     .venv/bin/python bench/load.py
     .venv/bin/python bench/load.py --stores sqlite --workers 2
+    .venv/bin/python bench/load.py --stores sqlite --http-floor
     .venv/bin/python bench/load.py --quick --json
 """
 
@@ -107,7 +114,9 @@ def bare_app(store: str, where: str) -> Any:
     return app
 
 
-def threadline_app(store: str, where: str) -> Any:
+def threadline_app(store: str, where: str, *, turns: bool = True) -> Any:
+    """The service; without ``turns``, each conversation's first turn result is returned for
+    every later message (the HTTP path alone)."""
     from threadline.engine import Engine
     from threadline.models.scripted import ScriptedModel
     from threadline.server.app import create_app
@@ -122,7 +131,19 @@ def threadline_app(store: str, where: str) -> Any:
         from threadline.stores.postgres import PostgresStore
 
         backend = PostgresStore(where, max_connections=8)
-    return create_app(Engine(backend, ScriptedModel()))
+    engine = Engine(backend, ScriptedModel())
+    if not turns:
+        first: dict[str | None, Any] = {}
+        run_turn = engine.run_turn
+
+        def replayed(text: str, *, conversation_id: str | None = None, **options: Any) -> Any:
+            if conversation_id not in first:
+                first[conversation_id] = run_turn(text, conversation_id=conversation_id,
+                                                  **options)
+            return first[conversation_id]
+
+        engine.run_turn = replayed  # type: ignore[method-assign]
+    return create_app(engine)
 
 
 SERVED = "THREADLINE_LOAD_SERVED"  # kind, store, where: what each worker process builds
@@ -131,7 +152,9 @@ SERVED = "THREADLINE_LOAD_SERVED"  # kind, store, where: what each worker proces
 def served_app() -> Any:
     """The app ``serve`` described in the environment (uvicorn's factory, in each worker)."""
     kind, store, where = json.loads(os.environ[SERVED])
-    return threadline_app(store, where) if kind == "threadline" else bare_app(store, where)
+    if kind == "bare":
+        return bare_app(store, where)
+    return threadline_app(store, where, turns=kind == "threadline")
 
 
 def serve(kind: str, store: str, where: str, port: int, workers: int) -> None:
@@ -215,22 +238,27 @@ def cpu_seconds(pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+HTTP_FLOOR = "threadline_http"  # the service running no turn (``--http-floor``)
+
+
 def measure(store: str, where: dict[str, str], clients: int, turns: int,
             round_size: int, workers: int) -> dict[str, Any]:
-    servers = {kind: start(kind, store, where[kind], workers)
-               for kind in ("threadline", "bare")}
+    """``where``: each server's store, by kind (threadline, bare, and the HTTP floor if
+    there)."""
+    kinds = [kind for kind in ("threadline", "bare", HTTP_FLOOR) if kind in where]
+    servers = {kind: start(kind, store, where[kind], workers) for kind in kinds}
     try:
         conversations = {kind: [httpx.post(f"{base}/v1/conversations", json={}).json()["id"]
                                 for _ in range(clients)]
                          for kind, (_, base) in servers.items()}
         for kind, (_, base) in servers.items():  # warm up: connections, caches, imports
             drive(base, conversations[kind], 3, -3)
-        latencies: dict[str, list[float]] = {"threadline": [], "bare": []}
-        seconds = {"threadline": 0.0, "bare": 0.0}
-        cpu = {"threadline": 0.0, "bare": 0.0}
-        client = {"threadline": 0.0, "bare": 0.0}
+        latencies: dict[str, list[float]] = {kind: [] for kind in kinds}
+        seconds = dict.fromkeys(kinds, 0.0)
+        cpu = dict.fromkeys(kinds, 0.0)
+        client = dict.fromkeys(kinds, 0.0)
         for n, offset in enumerate(range(0, turns, round_size)):
-            order = ["threadline", "bare"] if n % 2 == 0 else ["bare", "threadline"]
+            order = kinds if n % 2 == 0 else kinds[::-1]
             for kind in order:
                 began, used = time.perf_counter(), cpu_seconds(servers[kind][0].pid)
                 mine = os.times()
@@ -245,7 +273,7 @@ def measure(store: str, where: dict[str, str], clients: int, turns: int,
             process.terminate()
             process.wait(timeout=10)
     result: dict[str, Any] = {}
-    for kind in ("threadline", "bare"):
+    for kind in kinds:
         ordered = sorted(latencies[kind])
         result[kind] = {"turns_per_s": round(len(ordered) / seconds[kind], 1),
                         "p50_ms": round(statistics.median(ordered), 2),
@@ -271,9 +299,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes sharing each port (both servers alike)")
     parser.add_argument("--database-url", default=DEFAULT_URL)
+    parser.add_argument("--http-floor", action="store_true",
+                        help="also serve threadline running no turn (its HTTP path alone)")
     parser.add_argument("--quick", action="store_true", help="a tiny run for smoke tests")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--serve", choices=["threadline", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["threadline", "bare", HTTP_FLOOR],
+                        help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
     parser.add_argument("--where", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -291,6 +322,8 @@ def main() -> None:
             if store == "sqlite":
                 where = {"threadline": str(Path(tmp) / "threadline.db"),
                          "bare": str(Path(tmp) / "bare.db")}
+                if args.http_floor:
+                    where[HTTP_FLOOR] = str(Path(tmp) / "floor.db")
                 report["stores"][store] = measure(store, where, args.clients, args.turns,
                                                   args.round, args.workers)
             else:
@@ -300,12 +333,14 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"{'store':10} {'server':11} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+    print(f"{'store':10} {'server':15} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'server CPU ms/turn':>19} {'client CPU ms/turn':>19}")
     for store, found in report["stores"].items():
-        for kind in ("threadline", "bare"):
+        for kind in ("threadline", "bare", HTTP_FLOOR):
+            if kind not in found:
+                continue
             row = found[kind]
-            print(f"{store:10} {kind:11} {row['turns_per_s']:8.1f} {row['p50_ms']:8.2f} "
+            print(f"{store:10} {kind:15} {row['turns_per_s']:8.1f} {row['p50_ms']:8.2f} "
                   f"{row['p99_ms']:8.2f} {row['server_cpu_ms_per_turn']:19.3f} "
                   f"{row['client_cpu_ms_per_turn']:19.3f}")
         print(f"{store:10} threadline/bare throughput {found['throughput_ratio']:.2f}, adds "
@@ -320,7 +355,8 @@ def with_postgres(args: argparse.Namespace, store: str) -> dict[str, Any]:
 
     from threadline.stores.postgres import migrate
 
-    names = {kind: f"load_{kind}_{os.urandom(4).hex()}" for kind in ("threadline", "bare")}
+    kinds = ("threadline", "bare", *([HTTP_FLOOR] if args.http_floor else []))
+    names = {kind: f"load_{kind}_{os.urandom(4).hex()}" for kind in kinds}
     separator = "&" if "?" in args.database_url else "?"
     where = {kind: f"{args.database_url}{separator}options=-csearch_path%3D{name}"
              for kind, name in names.items()}
@@ -328,7 +364,8 @@ def with_postgres(args: argparse.Namespace, store: str) -> dict[str, Any]:
         for name in names.values():
             admin.execute(f"CREATE SCHEMA {name}")
         try:
-            migrate(where["threadline"])
+            for kind in where.keys() - {"bare"}:
+                migrate(where[kind])
             return measure(store, where, args.clients, args.turns, args.round, args.workers)
         finally:
             for name in names.values():
