@@ -144,9 +144,11 @@ class Engine:
         self._check(turn)
         if turn.conversation_id is None:  # a new conversation: nobody else can be answering it
             return self._turn(turn, turn.text, on_text, None, started)
-        self.store.head(turn.conversation_id, turn.branch)  # unknown ids fail before any wait
+        # unknown ids fail before any wait; a turn that died mid-loop left calls to run first
+        pending = pending_calls_of(self.store, turn.conversation_id, turn.branch)
         with self._hold(turn) as holding:
-            return self._turn(turn, turn.text, watched(on_text, holding), holding, started)
+            return self._turn(turn, turn.text, watched(on_text, holding), holding, started,
+                              pending=bool(pending))
 
     def answer(self, turn: TurnInput | str, branch: str = MAIN, *,
                on_text: OnText | None = None) -> TurnResult:
@@ -309,9 +311,10 @@ class Engine:
         return hold(self.store, turn.conversation_id, policy, observer=self.observer)
 
     def _turn(self, turn: TurnInput, text: str, on_text: OnText | None,
-              holding: Holding | None, started: float) -> TurnResult:
+              holding: Holding | None, started: float, *, pending: bool = False
+              ) -> TurnResult:
         cid, branch = turn.conversation_id, turn.branch
-        if cid is not None and pending_calls_of(self.store, cid, branch):
+        if pending and cid is not None:
             if holding is not None:
                 holding.take()  # a turn that died mid-loop: its decided calls run first
             run_pending(self, cid, branch, holding)

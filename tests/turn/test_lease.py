@@ -215,3 +215,21 @@ def test_one_heartbeat_renews_each_held_lease_on_its_own_beat_and_none_once_give
     given_back = len(store.renewed)
     time.sleep(0.3)
     assert len(store.renewed) == given_back  # nothing renews a lease that was given back
+
+
+@pytest.mark.parametrize("where", ["conversation", "branch"])
+def test_an_unknown_id_fails_at_once_even_while_another_turn_holds_the_lease(
+        tmp_path: Path, where: str) -> None:
+    from threadline.errors import UnknownBranch, UnknownConversation
+
+    engine, store, _ = _replica(tmp_path / "t.db", ttl_s=30.0, on_busy="queue")
+    cid = engine.run_turn("hello").conversation_id
+    store.lease(cid, "lease_other", 30.0, time.time())  # a live holder: a known id would wait
+    before = list(store.history(cid))
+    started = time.monotonic()
+    with pytest.raises(UnknownConversation if where == "conversation" else UnknownBranch):
+        engine.run_turn("hello again", conversation_id="c_missing" if where == "conversation"
+                        else cid, branch="main" if where == "conversation" else "nowhere")
+    assert time.monotonic() - started < 5  # refused, not queued behind the lease
+    assert list(store.history(cid)) == before
+    assert store.lease_holder(cid, time.time()).holder == "lease_other"  # type: ignore[union-attr]
