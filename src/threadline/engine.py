@@ -315,9 +315,7 @@ class Engine:
               ) -> TurnResult:
         cid, branch = turn.conversation_id, turn.branch
         if pending and cid is not None:
-            if holding is not None:
-                holding.take()  # a turn that died mid-loop: its decided calls run first
-            run_pending(self, cid, branch, holding)
+            self._run_pending(cid, branch, holding)
         ingested, found, gathered = self._ingest(turn, text, holding)
         if ingested.reply is not None:  # the first send of a retried message was answered
             return finished(self.store, ingested.message, ingested.reply)
@@ -331,6 +329,12 @@ class Engine:
                                 self.clock)
         return self._complete(found, ingested.message, head, recorded, on_text, holding,
                               started, retry=True)
+
+    def _run_pending(self, cid: str, branch: str, holding: Holding | None) -> None:
+        """A turn that died mid-loop: its decided calls run first, under the lease."""
+        if holding is not None:
+            holding.take()
+        run_pending(self, cid, branch, holding)
 
     def _ingest(self, turn: TurnInput, text: str, holding: Holding | None
                 ) -> tuple[Ingested, Gathering, Gathered]:
@@ -362,8 +366,10 @@ class Engine:
                                       follows=turn.follows)
                     span.record(ingested.message)
             except LeaseTaken:
-                assert holding is not None
+                assert holding is not None and cid is not None
                 holding.wait()  # another turn began meanwhile: after it, look again
+                if pending_calls_of(self.store, cid, branch):  # it died mid-loop
+                    self._run_pending(cid, branch, holding)
                 continue
             if holding is not None:  # taken by the commit, or (a concurrent retry won) now
                 holding.took() if ingested.created else holding.take()

@@ -241,6 +241,29 @@ def test_a_new_message_after_a_dead_turn_runs_its_decided_calls_first(
                                       "user_message", "assistant_message"]
 
 
+def test_a_message_that_waited_for_a_turn_that_then_died_runs_its_decided_calls_first(
+        store: SQLiteStore) -> None:
+    charge = Recorder("charged")
+    engine = Engine(store, ScriptedModel(), lease=LeasePolicy(ttl_s=0.6, heartbeat_s=0.05),
+                    tools=[Tool("charge", "Charge.", CITY, charge, side_effect=True)])
+    cid = engine.run_turn("hello").conversation_id
+    store.lease(cid, "lease_dying", 0.6, time.time())  # a turn that is still running
+    done: list[Any] = []
+    waiting = threading.Thread(target=lambda: done.append(
+        engine.run_turn("Did it work?", conversation_id=cid)))
+    waiting.start()
+    time.sleep(0.2)  # the new message has looked at the history and waits for the lease
+    head = store.head(cid)
+    assert head is not None and waiting.is_alive()
+    store.commit(Commit(conversation_id=cid, created_at=utc_now(), expected_head=head.seq,
+                        items=[NewItem.user("Charge my card"),  # then that turn dies here
+                               NewItem.tool_call("call_abc", "charge", {"city": "Oslo"})]))
+    waiting.join(10)
+    assert done and len(charge.runs) == 1
+    assert _kinds(store, cid)[2:] == ["user_message", "tool_call", "tool_result",
+                                      "user_message", "assistant_message"]
+
+
 def test_a_cancel_stops_a_turn_before_its_side_effect_but_not_after(
         tmp_path: Any) -> None:
     gate = threading.Event()
