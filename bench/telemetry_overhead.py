@@ -139,6 +139,8 @@ class TimedTracer:
 
     def __init__(self, tracer: Tracer) -> None:
         self.tracer, self.spent = tracer, 0.0
+        # called unguarded where the tracer is (turn/trace.py): the guard is the engine's cost
+        self.guards_itself = bool(getattr(tracer, "guards_itself", False))
 
     def span(self, step: Step, name: str = "", *facts: Fact) -> AbstractContextManager[Span]:
         started = time.perf_counter()
@@ -202,6 +204,57 @@ def traces_to(receiver: SpanReceiver, sample: float = 1.0) -> Tracing:
     tracing = from_environment()
     assert tracing is not None
     return tracing
+
+
+def timed_tracer(tracing: Tracing | None, directory: Path, turns: int,
+                 conversations_: int = 5) -> tuple[float | None, int]:
+    """The tracer's own time on the turn's thread, µs a turn, measured apart from the
+    interleaved rounds (so that timing it adds nothing to their ratios): ``conversations_``
+    conversations of ``turns`` turns on an engine of their own, the first untimed; and how
+    many turns that traced."""
+    if tracing is None:
+        return None, 0
+    timed = TimedTracer(tracing)
+    store = SQLiteStore(directory / "timed.db")
+    engine = standard_engine(store, ScriptedModel(), tracer=timed)
+    for n in range(conversations_):
+        if n == 1:
+            timed.spent = 0.0
+        cid = None
+        for k in range(turns):
+            cid = engine.run_turn(f"{MESSAGE} ({k})", conversation_id=cid).conversation_id
+    store.close()
+    return round(1e6 * timed.spent / ((conversations_ - 1) * turns), 2), conversations_ * turns
+
+
+class Background:
+    """What a recording tracer spends off the turn's thread: its own thread describing and
+    exporting turns (seconds), and the relay process's CPU (seconds, from /proc)."""
+
+    def __init__(self, thread_s: float, relay_s: float | None) -> None:
+        self.thread_s, self.relay_s = thread_s, relay_s
+
+    @classmethod
+    def read(cls, tracing: Tracing | None) -> Background | None:
+        recorder = getattr(tracing, "recorder", None)
+        if tracing is None or recorder is None:
+            return None  # live spans: the SDK's batch processor's thread is not measured
+        tracing.flush()
+        process = getattr(recorder.batches.sink, "process", None)
+        relay_s = None
+        if process is not None:
+            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            relay_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cls(recorder.batches.spent_s, relay_s)
+
+    def since(self, before: Background | None, turns: int) -> dict[str, float | None] | None:
+        if before is None or not turns:
+            return None
+        relay = None if self.relay_s is None or before.relay_s is None else round(
+            1e6 * (self.relay_s - before.relay_s) / turns, 1)
+        return {"recorder_thread_us_per_turn": round(
+                    1e6 * (self.thread_s - before.thread_s) / turns, 2),
+                "relay_cpu_us_per_turn": relay}
 
 
 def sdk_floor(directory: Path, n: int = 2000) -> dict[str, float]:
@@ -289,19 +342,19 @@ def main(argv: list[str] | None = None) -> int:
         hook = Timed(metrics.hook)
         tracing = traces_to(spans_in, args.trace_sample) if {"traces", "all"} & set(sides) \
             else None
-        tracer = None if tracing is None else TimedTracer(tracing)
         engines: dict[str, Engine] = {}
         for side in sides:
             with_metrics = side in ("metrics", "all")
             engines[side] = standard_engine(
                 stores[side], ScriptedModel(), hooks=[hook] if with_metrics else [],
                 observer=metrics if with_metrics else None,
-                tracer=tracer if side in ("traces", "all") else None)
+                tracer=tracing if side in ("traces", "all") else None)
         server, _ = start_http_server(0, addr="127.0.0.1", registry=metrics.registry)
         scraper = Receiver(f"http://127.0.0.1:{server.server_port}/metrics", args.scrape_s)
         scraper.start()
         try:
             conversations(engines, args.turns, 0)  # warm-up, untimed
+            started = Background.read(tracing)
             times: dict[str, list[float]] = {side: [] for side in sides}
             per_round: dict[str, list[float]] = {side: [] for side in sides}
             for r in range(args.rounds):
@@ -312,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {r + 1}/{args.rounds}: " + ", ".join(
                     f"{side} ÷ off {per_round[side][-1]:.3f}" for side in sides[1:]),
                     file=sys.stderr)
+            tracer_us, timed_turns = timed_tracer(tracing, Path(tmp), args.turns)
+            traced_turns = sum(len(times[s]) for s in ("traces", "all") if s in times) + \
+                timed_turns
+            ended = Background.read(tracing)
+            background = None if ended is None else ended.since(started, traced_turns)
         finally:
             scraper.stop()
             server.shutdown()
@@ -321,8 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             for store in stores.values():
                 store.close()
         floor = sdk_floor(Path(tmp)) if tracing is not None else None
-        traced_turns = sum(len(times[s]) for s in ("traces", "all") if s in times) + \
-            args.turns * len({"traces", "all"} & set(sides))  # with the warm-up
+        traced_turns += args.turns * len({"traces", "all"} & set(sides))  # the warm-up
 
     per_turn = {side: {"turns": len(t), "mean_ms": round(1000 * statistics.fmean(t), 3),
                        "p50_ms": round(1000 * statistics.median(t), 3)}
@@ -339,8 +396,7 @@ def main(argv: list[str] | None = None) -> int:
               if traced_turns else None,
               "hook_us_per_turn": round(1e6 * statistics.fmean(hook.spent), 2)
               if hook.spent else None,
-              "tracer_us_per_turn": round(1e6 * tracer.spent / traced_turns, 2)
-              if tracer is not None and traced_turns else None,
+              "tracer_us_per_turn": tracer_us, "background": background,
               "sdk_floor": floor,
               "target": TARGET,
               "target_met": all(c["ratio"] <= TARGET for c in compared.values())}
@@ -359,8 +415,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{received} spans received for {traced_turns} traced turns; "
           + (f"the metrics hook took {report['hook_us_per_turn']:.1f} µs a turn"
              if hook.spent else "no metrics hook ran")
-          + (f", the tracer {report['tracer_us_per_turn']:.1f} µs a turn"
+          + (f", the tracer {report['tracer_us_per_turn']:.1f} µs a turn on its thread"
              if report["tracer_us_per_turn"] is not None else ""))
+    if background is not None:
+        print(f"off the turn's thread: the recorder's thread "
+              f"{background['recorder_thread_us_per_turn']:.1f} µs a traced turn, the relay "
+              f"process {background['relay_cpu_us_per_turn']} µs of CPU a traced turn")
     if floor is not None:
         print(f"the OpenTelemetry SDK alone, in a tight loop: {floor['spans_us_per_turn']:.1f} "
               f"µs for a turn's {floor['spans_per_turn']} bare spans, and "

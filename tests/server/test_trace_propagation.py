@@ -15,7 +15,7 @@ pytest.importorskip("opentelemetry.sdk", reason="install the otel extra: scripts
 from fastapi.testclient import TestClient  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
 
-from tests.tracing.conftest import Traced  # noqa: E402
+from tests.tracing.conftest import HOW, Traced  # noqa: E402
 from threadline.models.scripted import ScriptedModel  # noqa: E402
 from threadline.server.app import create_app  # noqa: E402
 from threadline.standard import standard_engine  # noqa: E402
@@ -26,9 +26,11 @@ PARENT_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
 
 
-@pytest.fixture
-def traced() -> Traced:
-    return Traced()
+@pytest.fixture(params=HOW)
+def traced(request: pytest.FixtureRequest) -> Iterator[Traced]:
+    made = Traced(recorded=request.param == "recorded")
+    yield made
+    made.tracing.shutdown()
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -12,24 +12,39 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa: E402
 
-from threadline.tracing.setup import Tracing  # noqa: E402
+from threadline.tracing.setup import SCOPE, Tracing  # noqa: E402
+from threadline.tracing.sink import ToExporters  # noqa: E402
 from threadline.turn.tools import Tool, ToolContext  # noqa: E402
+from threadline.version import __version__  # noqa: E402
 
 CITY = {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}
 
 
-class Traced:
-    """A Tracing over a provider of the test's own, its spans kept in memory as they end."""
+HOW = ("live", "recorded")  # the two ways threadline makes spans (threadline/tracing/setup.py)
 
-    def __init__(self, *, capture_content: bool = False) -> None:
+
+class Traced:
+    """A Tracing whose spans are kept in memory: live spans over a provider of the test's
+    own, or (``recorded``) spans recorded during each turn and exported after it, in this
+    process, to the same in-memory exporter."""
+
+    def __init__(self, *, capture_content: bool = False, recorded: bool = False) -> None:
         self.exporter = InMemorySpanExporter()
         self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.tracing = Tracing(self.provider, capture_content=capture_content)
+        if recorded:
+            sink = ToExporters([self.exporter], self.provider.resource,
+                               InstrumentationScope(SCOPE, __version__))
+            self.tracing = Tracing.recorded(sink, provider=self.provider,
+                                            capture_content=capture_content)
+        else:
+            self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+            self.tracing = Tracing(self.provider, capture_content=capture_content)
 
     @property
     def spans(self) -> list[ReadableSpan]:
+        assert self.tracing.flush()  # recorded spans are exported after their turn
         return list(self.exporter.get_finished_spans())
 
     def named(self, prefix: str) -> list[ReadableSpan]:
@@ -40,9 +55,16 @@ class Traced:
         return found
 
 
+@pytest.fixture(params=HOW)
+def how(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def traced() -> Traced:
-    return Traced()
+def traced(how: str) -> Iterator[Traced]:
+    made = Traced(recorded=how == "recorded")
+    yield made
+    made.tracing.shutdown()
 
 
 def tree(spans: Sequence[ReadableSpan]) -> list[Any]:

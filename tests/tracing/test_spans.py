@@ -122,8 +122,9 @@ def test_message_content_stays_off_the_spans_by_default(store: SQLiteStore,
                    for s in traced.spans for key in (s.attributes or {}))
 
 
-def test_message_content_goes_on_the_spans_when_opted_in(store: SQLiteStore) -> None:
-    traced = Traced(capture_content=True)
+def test_message_content_goes_on_the_spans_when_opted_in(store: SQLiteStore,
+                                                        how: str) -> None:
+    traced = Traced(capture_content=True, recorded=how == "recorded")
     _turn_with_a_tool(store, traced)
     first, second = traced.named("chat ")
     assert first.attributes and second.attributes

@@ -1,61 +1,83 @@
-"""``Tracing``: threadline's traces, wired to an OpenTelemetry tracer provider.
+"""``Tracing``: threadline's traces, wired to OpenTelemetry.
 
 Give it to the engine as its tracer and to the HTTP service (``create_app(tracing=...)``),
-which then takes the trace context of each request. ``Tracing.from_config`` builds the
-provider the ``OTEL_*`` environment describes (``tracing/config.py``): a batch span processor
-per exporter, so spans leave in a background thread and a turn never waits for a receiver,
-nor fails when one is down. ``Tracing(provider)`` uses one the application already set up
-(the global provider by default), for instance with the SDK's in-memory exporter in tests.
+which then takes the trace context of each request. Two ways in:
+
+- ``Tracing.from_config`` exports as the ``OTEL_*`` environment describes
+  (``tracing/config.py``; the SDK reads its own variables: sampler, resource, limits,
+  endpoint). The turn's spans are recorded (``recorder.py``) and exported by a process of
+  their own (``relay.py``), through a batch span processor per exporter, so a turn pays little
+  for its spans, never waits for a receiver and never fails when one is down.
+- ``Tracing(provider)`` makes live spans through a provider the application already set up
+  (the global provider by default), with its own span processors: for instance the SDK's
+  in-memory exporter in tests, or an observability vendor's processor.
 """
 
 from __future__ import annotations
 
+import atexit
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from threadline.tracing.config import TraceConfig
 from threadline.tracing.propagation import TraceContextMiddleware
-from threadline.tracing.spans import OpenSpan, OTelTracer, Skipped
-from threadline.turn.trace import Fact, Step
+from threadline.tracing.recorder import Recorder
+from threadline.tracing.sink import SCOPE, Sink, resource
+from threadline.tracing.spans import OTelTracer
+from threadline.turn.trace import Span, Tracer
 from threadline.version import __version__
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-SCOPE = "threadline"
-
-
 class Tracing:
-    """The engine's tracer (``span``), over ``provider`` (default: the global one)."""
+    """The engine's tracer (``span``): live spans over ``provider`` (default: the global
+    one), or, made by ``recorded`` and ``from_config``, spans recorded for a sink."""
+
+    span: Callable[..., AbstractContextManager[Span]]  # its tracer's (turn/trace.py)
 
     def __init__(self, provider: trace.TracerProvider | None = None, *,
                  capture_content: bool = False) -> None:
         self.provider = provider if provider is not None else trace.get_tracer_provider()
-        self.tracer = OTelTracer(self.provider.get_tracer(SCOPE, __version__),
-                                 capture_content=capture_content)
-        self._owned = False
+        self.tracer: Tracer = OTelTracer(self.provider.get_tracer(SCOPE, __version__),
+                                         capture_content=capture_content)
+        self.capture_content = capture_content
+        self.recorder: Recorder | None = None
+        self.span = self.tracer.span  # what the engine calls, at every step: no extra call
+
+    @classmethod
+    def recorded(cls, sink: Sink, *, provider: TracerProvider | None = None,
+                 capture_content: bool = False) -> Tracing:
+        """Spans recorded during each turn and handed to ``sink`` as it ends, sampled and
+        identified as ``provider`` (default: one the OTEL_* environment configures) would
+        (its span processors are not used)."""
+        if provider is None:
+            provider = TracerProvider(resource=resource(), shutdown_on_exit=False)
+        tracing = cls(provider, capture_content=capture_content)
+        tracing.tracer = tracing.recorder = Recorder(
+            sink, sampler=provider.sampler, ids=provider.id_generator,
+            capture_content=capture_content)
+        tracing.span = tracing.recorder.span
+        atexit.register(tracing.shutdown)  # what waits is exported as the process ends
+        return tracing
 
     @classmethod
     def from_config(cls, config: TraceConfig) -> Tracing:
-        """A provider of its own, exporting as ``config`` says (the SDK reads the rest of
-        the OTEL_* variables itself); shut down with ``shutdown`` or at exit."""
-        provider = TracerProvider(resource=resource())
-        for name in config.exporters:
-            provider.add_span_processor(BatchSpanProcessor(exporter(name)))
-        tracing = cls(provider, capture_content=config.capture_content)
-        tracing._owned = True
-        return tracing
+        """Spans exported as ``config`` says by a relay process (``relay.py``; the SDK reads
+        the rest of the OTEL_* variables itself, there and here); shut down with
+        ``shutdown`` or at exit."""
+        from threadline.tracing.relay import Relay
+
+        return cls.recorded(Relay(config.exporters), capture_content=config.capture_content)
 
     @property
-    def capture_content(self) -> bool:
-        return self.tracer.capture_content
-
-    def span(self, step: Step, name: str = "", *facts: Fact) -> OpenSpan | Skipped:
-        return self.tracer.span(step, name, *facts)
+    def guards_itself(self) -> bool:
+        """Whether the engine may call it unguarded (``turn/trace.py``): a recorder may."""
+        return bool(getattr(self.tracer, "guards_itself", False))
 
     def install(self, app: Starlette) -> None:
         """Take each request's trace context (``tracing/propagation.py``)."""
@@ -63,28 +85,14 @@ class Tracing:
 
     def flush(self, timeout_ms: int = 30_000) -> bool:
         """Export what is waiting now; False if it did not finish in time."""
+        if self.recorder is not None:
+            return self.recorder.flush(timeout_ms)
         flush = getattr(self.provider, "force_flush", None)
         return True if flush is None else bool(flush(timeout_ms))
 
     def shutdown(self) -> None:
-        """Flush and stop a provider this made (one given to it is the caller's)."""
-        if self._owned and isinstance(self.provider, TracerProvider):
-            self.provider.shutdown()
-
-
-def resource() -> Resource:
-    """The SDK's resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES), named threadline
-    where the environment names no service."""
-    found = dict(Resource.create().attributes)
-    if str(found.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        found[SERVICE_NAME] = "threadline"
-    found.setdefault(SERVICE_VERSION, __version__)
-    return Resource(found)
-
-
-def exporter(name: str) -> SpanExporter:
-    if name == "console":
-        return ConsoleSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter()  # endpoint, headers, timeout, compression: OTEL_EXPORTER_OTLP_*
+        """Export what waits and stop recording, if this records (a provider given to it is
+        the caller's to shut down)."""
+        if self.recorder is not None:
+            atexit.unregister(self.shutdown)
+            self.recorder.shutdown()

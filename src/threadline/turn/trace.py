@@ -21,7 +21,9 @@ OpenTelemetry's GenAI conventions). The spans nest as the steps do: a tracer kee
 current span in a context variable, and the engine runs tool calls in a copy of its context.
 
 Like an observer, a tracer never fails a turn: ``guarded`` logs what it raises and carries
-on, and the quiet tracer of an engine that was given none costs a method call per step.
+on, and the quiet tracer of an engine that was given none costs a method call per step. A
+tracer that says it ``guards_itself`` (it catches and logs every failure inside, as
+``threadline.tracing``'s recorder does, and a test shows it) is used as it is.
 """
 
 from __future__ import annotations
@@ -150,4 +152,6 @@ class Guarded:
 
 def guarded(tracer: Tracer | None) -> Tracer:
     """What the engine calls: ``tracer`` guarded, or the quiet one."""
-    return QUIET if tracer is None else Guarded(tracer)
+    if tracer is None:
+        return QUIET
+    return tracer if getattr(tracer, "guards_itself", False) else Guarded(tracer)

@@ -1,0 +1,190 @@
+"""The span relay: recorded turns (``recorder.py``) built into the SDK's spans and exported
+from a process of their own, so that neither building spans nor encoding them for OTLP
+takes the turn's process's GIL.
+
+``Relay`` is the sink ``Tracing.from_config`` hands turns to: it starts ``python -m
+threadline.tracing.relay`` with the same environment (the OTEL_* variables: exporter,
+endpoint, headers, resource, limits) and writes each batch of turns to its standard input
+as one frame, a 4-byte big-endian length and the ``marshal`` of the turns. The write never
+waits for the relay: the pipe is non-blocking, what it cannot take yet waits in a buffer
+for the next batch, and past ``MAX_WAITING`` bytes a batch is dropped and counted, as the
+SDK's batch processor drops spans when its queue is full. A frame of length 0 asks the relay
+to flush; it answers on a pipe of its own. End of input (``shutdown``, or this process gone)
+makes it export what it holds and exit.
+
+The relay is itself the batch processor: it exports each batch it reads, in calls of at most
+OTEL_BSP_MAX_EXPORT_BATCH_SIZE spans, to each exporter the configuration names, and reads
+the next once that is done (while an exporter waits for a receiver, turns wait in the pipe
+and the buffer above).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import marshal
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import BinaryIO
+
+from threadline.tracing.sink import RecordedTurn
+
+log = logging.getLogger("threadline.trace")
+
+MAX_WAITING = 16 << 20  # bytes of turns waiting for the relay before turns are dropped
+PIPE_BYTES = 1 << 20  # the pipe's own buffer, where the system allows it
+FLUSH = (0).to_bytes(4, "big")
+_SET_PIPE_SIZE = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+
+class Relay:
+    """Turns written to a relay process exporting to ``exporters`` (``otlp``, ``console``)."""
+
+    def __init__(self, exporters: Sequence[str]) -> None:
+        answers, answering = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "threadline.tracing.relay", str(answering), *exporters],
+            stdin=subprocess.PIPE, pass_fds=(answering,))
+        os.close(answering)
+        self._answers = answers
+        assert self.process.stdin is not None
+        self._pipe = self.process.stdin.fileno()
+        os.set_blocking(self._pipe, False)
+        with contextlib.suppress(OSError):  # a smaller pipe only means more waits in the buffer
+            fcntl.fcntl(self._pipe, _SET_PIPE_SIZE, PIPE_BYTES)
+        os.set_blocking(answers, False)
+        self._asked = 0  # flushes asked for: an answer that came too late is not the next's
+        self._waiting = bytearray()
+        self._lock = threading.Lock()
+        self._gone = False
+        self.dropped = 0  # turns not exported: the relay fell behind, or is gone
+
+    def export(self, turns: Sequence[RecordedTurn]) -> None:
+        data = marshal.dumps(list(turns)) if turns else b""
+        with self._lock:
+            if data and (self._gone or len(self._waiting) + len(data) > MAX_WAITING):
+                self._drop(len(turns))
+            elif data:
+                self._waiting += len(data).to_bytes(4, "big")
+                self._waiting += data
+            if self._waiting and not self._gone:
+                self._write()
+
+    def _drop(self, turns: int) -> None:
+        if self.dropped == 0:
+            log.warning("the span relay %s; dropping turns' spans", "is gone" if self._gone
+                        else f"is {len(self._waiting)} bytes behind")
+        self.dropped += turns
+
+    def _write(self) -> None:
+        """As much of what waits as the pipe takes now."""
+        try:
+            written = os.write(self._pipe, self._waiting)
+        except BlockingIOError:
+            return
+        except OSError:  # the relay exited: nothing more will be exported
+            self._gone = True
+            log.error("the span relay exited (status %s)", self.process.poll())
+            self._waiting.clear()
+            return
+        del self._waiting[:written]
+
+    def _write_all(self, deadline: float) -> bool:
+        while self._waiting and not self._gone:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            select.select([], [self._pipe], [], left)
+            self._write()
+        return not self._gone
+
+    def flush(self, timeout_ms: int = 30_000) -> bool:
+        """Every turn given so far exported (or handed to its exporter and failed there);
+        False if that did not happen in time, or the relay is gone."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self._lock:
+            self._waiting += FLUSH
+            self._asked += 1
+            if not self._write_all(deadline):
+                return False
+            answer = b""
+            while self._asked:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self._answers], [], [], left)[0]:
+                    return False
+                answers = os.read(self._answers, 64)
+                if not answers:  # the relay exited
+                    self._gone = True
+                    return False
+                self._asked -= len(answers)
+                answer = answers[-1:]
+            return answer == b"1"
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Hand over what waits, let the relay export it and exit."""
+        with self._lock:
+            if self.process.stdin is None or self.process.stdin.closed:
+                return
+            self._write_all(time.monotonic() + timeout_s)
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            log.error("the span relay did not finish exporting in %.0f s; stopped", timeout_s)
+            self.process.kill()
+            self.process.wait()
+        os.close(self._answers)
+
+
+def _read(stream: BinaryIO, size: int) -> bytes | None:
+    """Exactly ``size`` bytes, or None at the end of input."""
+    chunks, left = [], size
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def main(argv: Sequence[str]) -> int:
+    """The relay process: ``python -m threadline.tracing.relay ANSWER_FD EXPORTER...``."""
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    from threadline.tracing.sink import SCOPE, ToExporters, exporter, resource
+    from threadline.version import __version__
+
+    # the parent's Ctrl-C reaches this process too; it ends when the parent's input does
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING)
+    answers, names = int(argv[0]), argv[1:]
+    sink = ToExporters([exporter(name) for name in names], resource(),
+                       InstrumentationScope(SCOPE, __version__))
+    stream = sys.stdin.buffer
+    while (header := _read(stream, 4)) is not None:
+        size = int.from_bytes(header, "big")
+        if size == 0:
+            os.write(answers, b"1" if sink.flush(30_000) else b"0")
+            continue
+        frame = _read(stream, size)
+        if frame is None:
+            log.error("the span relay's input ended inside a turn; that turn is lost")
+            break
+        try:
+            sink.export(marshal.loads(frame))  # a batch of turns
+        except Exception:  # noqa: BLE001 - one bad turn never stops the others
+            log.exception("the span relay could not export a turn")
+    sink.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

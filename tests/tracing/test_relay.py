@@ -1,0 +1,109 @@
+"""The span relay (``threadline/tracing/relay.py``): the process that exports recorded turns.
+A relay that died, stalled or answers late never fails or holds up a turn; what it cannot
+take is dropped and counted, and what it took arrives once it catches up."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from threadline.models.scripted import ScriptedModel
+from threadline.standard import standard_engine
+from threadline.stores.sqlite import SQLiteStore
+from threadline.tracing import relay
+from threadline.tracing.config import TraceConfig
+from threadline.tracing.receiver import OTLPReceiver
+from threadline.tracing.setup import Tracing
+
+
+@pytest.fixture
+def receiver() -> Iterator[OTLPReceiver]:
+    with OTLPReceiver() as running:
+        yield running
+
+
+@pytest.fixture
+def tracing(receiver: OTLPReceiver, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tracing]:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+    made = Tracing.from_config(TraceConfig(("otlp",)))
+    yield made
+    made.shutdown()
+
+
+def _relay(tracing: Tracing) -> relay.Relay:
+    assert tracing.recorder is not None
+    sink = tracing.recorder.batches.sink
+    assert isinstance(sink, relay.Relay)
+    return sink
+
+
+def _turns(store: SQLiteStore, tracing: Tracing, n: int) -> tuple[list[float], str]:
+    """``n`` turns of one conversation, each handed to the relay as it ends; how long each
+    took, and the conversation."""
+    assert tracing.recorder is not None
+    engine = standard_engine(store, ScriptedModel(), tracer=tracing)
+    took, cid = [], None
+    for k in range(n):
+        started = time.perf_counter()
+        cid = engine.run_turn(f"message {k} " + "x" * 400, conversation_id=cid).conversation_id
+        took.append(time.perf_counter() - started)
+        tracing.recorder.batches.export()  # a batch a turn: the relay's pipe fills sooner
+    assert cid is not None
+    return took, cid
+
+
+def test_a_relay_that_is_gone_never_fails_or_holds_up_a_turn(
+        store: SQLiteStore, tracing: Tracing, caplog: pytest.LogCaptureFixture) -> None:
+    relayed = _relay(tracing)
+    relayed.process.kill()
+    relayed.process.wait()
+    with caplog.at_level(logging.WARNING):
+        took, cid = _turns(store, tracing, 4)
+    assert max(took) < 1.0 and len(store.history(cid)) == 8
+    assert not tracing.flush(2000)
+    assert relayed.dropped >= 3  # the first batch may have met the closed pipe first
+    assert "span relay exited" in caplog.text
+
+
+def test_a_stalled_relay_costs_turns_nothing_and_catches_up(
+        store: SQLiteStore, receiver: OTLPReceiver, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(relay, "PIPE_BYTES", 4096)
+    monkeypatch.setattr(relay, "MAX_WAITING", 16_384)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+    tracing = Tracing.from_config(TraceConfig(("otlp",)))
+    relayed = _relay(tracing)
+    assert tracing.flush()  # the relay is up and reading
+    os.kill(relayed.process.pid, signal.SIGSTOP)
+    try:
+        with caplog.at_level(logging.WARNING):
+            took, _ = _turns(store, tracing, 40)
+        assert max(took) < 1.0
+        assert not tracing.flush(300)  # it cannot answer while stopped
+        assert 0 < relayed.dropped < 40
+        assert "bytes behind" in caplog.text
+    finally:
+        os.kill(relayed.process.pid, signal.SIGCONT)
+    assert tracing.flush()
+    kept = 40 - relayed.dropped
+    spans = receiver.wait_for(lambda got: len(got) >= 6 * kept)
+    assert len(spans) == 6 * kept  # every turn it took, whole; none twice
+    assert len([s for s in spans if s.name == "threadline.turn"]) == kept
+    tracing.shutdown()
+
+
+def test_shutdown_exports_what_waits_and_ends_the_relay(store: SQLiteStore,
+                                                        receiver: OTLPReceiver,
+                                                        tracing: Tracing) -> None:
+    engine = standard_engine(store, ScriptedModel(), tracer=tracing)
+    engine.run_turn("hello")
+    relayed = _relay(tracing)
+    tracing.shutdown()  # no flush before: the turn still waits on the recorder's queue
+    assert relayed.process.poll() == 0
+    assert len(receiver.wait_for(lambda got: len(got) >= 6)) == 6
+    tracing.shutdown()  # twice is harmless
