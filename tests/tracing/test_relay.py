@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,44 @@ def test_shutdown_exports_what_waits_and_ends_the_relay(store: SQLiteStore,
     assert relayed.process.poll() == 0
     assert len(receiver.wait_for(lambda got: len(got) >= 6)) == 6
     tracing.shutdown()  # twice is harmless
+
+
+def test_a_relay_that_exited_is_started_again_and_exports_what_follows(
+        store: SQLiteStore, receiver: OTLPReceiver, tracing: Tracing,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    relayed = _relay(tracing)
+    first = relayed.process
+    monkeypatch.setattr(relay, "RESTART_S", 0.0)
+    first.kill()
+    first.wait()
+    with caplog.at_level(logging.WARNING):
+        _turns(store, tracing, 3)  # the first batch finds it gone; the next starts another
+    assert relayed.process is not first and relayed.restarts == 1
+    assert "starting the span relay again" in caplog.text
+    assert tracing.flush()
+    spans = receiver.wait_for(lambda got: len(got) >= 6 * (3 - relayed.dropped))
+    assert 1 <= relayed.dropped <= 2 and len(spans) == 6 * (3 - relayed.dropped)
+
+
+def test_a_forked_process_exports_its_own_turns_through_a_relay_of_its_own(
+        tmp_path: Path, store: SQLiteStore, receiver: OTLPReceiver, tracing: Tracing) -> None:
+    engine = standard_engine(store, ScriptedModel(), tracer=tracing)
+    engine.run_turn("before the fork")  # queued in the parent, not yet exported
+    parent_relay = _relay(tracing).process.pid
+    child = os.fork()
+    if child == 0:  # the child: a store of its own, the same tracing
+        ok = False
+        try:
+            own = SQLiteStore(tmp_path / "child.db")
+            standard_engine(own, ScriptedModel(), tracer=tracing).run_turn("in the child")
+            ok = tracing.flush() and _relay(tracing).process.pid != parent_relay
+            tracing.shutdown()
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    engine.run_turn("after the fork")
+    assert tracing.flush() and _relay(tracing).process.pid == parent_relay
+    spans = receiver.wait_for(lambda got: len(got) >= 18)
+    turns = [s for s in spans if s.name == "threadline.turn"]
+    assert len(spans) == 18 and len(turns) == 3  # each turn once: none queued twice

@@ -7,17 +7,21 @@ after another, the turns' spans cost the process a fraction of what describing e
 turn ends costs (the describing code stays hot in the CPU's caches), and the thread takes
 the GIL a few times a second rather than at every turn. Past ``max_waiting`` turns (the
 thread cannot keep up) a turn's spans are dropped and counted, as the SDK's batch
-processor drops spans when its queue is full.
+processor drops spans when its queue is full. A process forked from this one starts a thread
+of its own, and leaves the turns that were waiting to the parent.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from threadline.tracing.sink import RecordedTurn, Sink
 
@@ -36,13 +40,23 @@ class Batches(Generic[T]):
         self.interval_s, self.max_turns, self.max_waiting = interval_s, max_turns, max_waiting
         self.dropped = 0
         self.spent_s = 0.0  # CPU time describing and exporting (this thread's, or a flush's)
+        self._stopped = False
+        self._begin()
+        os.register_at_fork(after_in_child=functools.partial(_in_child, weakref.ref(self)))
+
+    def _begin(self) -> None:
         self._waiting: deque[T] = deque()
         self._lock = threading.Lock()  # one batch described and exported at a time
         self._wake = threading.Event()
-        self._stopped = False
         self._thread = threading.Thread(target=self._run, name="threadline-spans",
                                         daemon=True)
-        self._thread.start()
+        if not self._stopped:
+            self._thread.start()
+
+    def _forked(self) -> None:
+        """In a child just forked: the thread is gone, its lock may have been held, and the
+        turns waiting are the parent's to export."""
+        self._begin()
 
     def add(self, turn: T) -> None:
         """A turn that ended (called on the turn's thread: costs an append)."""
@@ -93,6 +107,13 @@ class Batches(Generic[T]):
             return
         self._stopped = True
         self._wake.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
         self.export()
         self.sink.shutdown()
+
+
+def _in_child(batches: weakref.ref[Batches[Any]]) -> None:
+    found = batches()
+    if found is not None:
+        found._forked()

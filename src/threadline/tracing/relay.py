@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import marshal
 import os
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import BinaryIO
 
@@ -40,18 +42,36 @@ log = logging.getLogger("threadline.trace")
 
 MAX_WAITING = 16 << 20  # bytes of turns waiting for the relay before turns are dropped
 PIPE_BYTES = 1 << 20  # the pipe's own buffer, where the system allows it
+RESTART_S = 5.0  # a relay that exited is started again, at most this often
 FLUSH = (0).to_bytes(4, "big")
 _SET_PIPE_SIZE = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_INHERITED: list[subprocess.Popen[bytes]] = []  # a forked parent's relays: not ours to reap
 
 
 class Relay:
-    """Turns written to a relay process exporting to ``exporters`` (``otlp``, ``console``)."""
+    """Turns written to a relay process exporting to ``exporters`` (``otlp``, ``console``).
+
+    A relay that exited (killed, or out of memory) is logged, the turns meanwhile are dropped
+    and counted, and another is started at the next batch, at most every ``RESTART_S``. A
+    process forked from this one (a pre-forking server) starts a relay of its own at its
+    first batch: the parent's pipe is left to the parent, and what the parent had queued is
+    the parent's to export."""
 
     def __init__(self, exporters: Sequence[str]) -> None:
+        self.exporters = tuple(exporters)
+        self._lock = threading.Lock()
+        # turns known not to be exported: the relay fell behind, or was gone (what it had read
+        # and not exported when it died is not known here)
+        self.dropped = 0
+        self.restarts = 0
+        self._start()
+        os.register_at_fork(after_in_child=functools.partial(_in_child, weakref.ref(self)))
+
+    def _start(self) -> None:
         answers, answering = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "threadline.tracing.relay", str(answering), *exporters],
-            stdin=subprocess.PIPE, pass_fds=(answering,))
+            [sys.executable, "-m", "threadline.tracing.relay", str(answering),
+             *self.exporters], stdin=subprocess.PIPE, pass_fds=(answering,))
         os.close(answering)
         self._answers = answers
         assert self.process.stdin is not None
@@ -62,18 +82,47 @@ class Relay:
         os.set_blocking(answers, False)
         self._asked = 0  # flushes asked for: an answer that came too late is not the next's
         self._waiting = bytearray()
-        self._lock = threading.Lock()
+        self._unsent = 0  # turns whose frames are (in part) in ``_waiting``
         self._gone = False
-        self.dropped = 0  # turns not exported: the relay fell behind, or is gone
+        self._inherited = False
+        self._started = time.monotonic()
+
+    def _forked(self) -> None:
+        """In a child just forked: the parent's lock may have been held, and its pipe and what
+        waits for it are the parent's."""
+        self._lock = threading.Lock()
+        self._waiting = bytearray()
+        self._unsent = 0
+        self._gone = self._inherited = True
+
+    def _restart(self) -> None:
+        """Close this process's ends of the old relay's pipes, and start another."""
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        with contextlib.suppress(OSError):
+            os.close(self._answers)
+        if self._inherited:
+            _INHERITED.append(self.process)
+        else:
+            self.process.wait()
+            self.restarts += 1
+            log.warning("starting the span relay again (%d turns' spans were dropped)",
+                        self.dropped)
+        self._start()
 
     def export(self, turns: Sequence[RecordedTurn]) -> None:
         data = marshal.dumps(list(turns)) if turns else b""
         with self._lock:
+            if self._gone and (self._inherited or
+                               time.monotonic() - self._started >= RESTART_S):
+                self._restart()
             if data and (self._gone or len(self._waiting) + len(data) > MAX_WAITING):
                 self._drop(len(turns))
             elif data:
                 self._waiting += len(data).to_bytes(4, "big")
                 self._waiting += data
+                self._unsent += len(turns)
             if self._waiting and not self._gone:
                 self._write()
 
@@ -89,12 +138,16 @@ class Relay:
             written = os.write(self._pipe, self._waiting)
         except BlockingIOError:
             return
-        except OSError:  # the relay exited: nothing more will be exported
+        except OSError:  # the relay exited: nothing more reaches it
             self._gone = True
             log.error("the span relay exited (status %s)", self.process.poll())
             self._waiting.clear()
+            self.dropped += self._unsent
+            self._unsent = 0
             return
         del self._waiting[:written]
+        if not self._waiting:
+            self._unsent = 0
 
     def _write_all(self, deadline: float) -> bool:
         while self._waiting and not self._gone:
@@ -110,6 +163,8 @@ class Relay:
         False if that did not happen in time, or the relay is gone."""
         deadline = time.monotonic() + timeout_ms / 1000
         with self._lock:
+            if self._gone:
+                return False
             self._waiting += FLUSH
             self._asked += 1
             if not self._write_all(deadline):
@@ -132,15 +187,24 @@ class Relay:
         with self._lock:
             if self.process.stdin is None or self.process.stdin.closed:
                 return
-            self._write_all(time.monotonic() + timeout_s)
+            if not self._inherited:
+                self._write_all(time.monotonic() + timeout_s)
             self.process.stdin.close()
+            os.close(self._answers)
+            if self._inherited:  # the parent's relay: the parent ends it
+                return
         try:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             log.error("the span relay did not finish exporting in %.0f s; stopped", timeout_s)
             self.process.kill()
             self.process.wait()
-        os.close(self._answers)
+
+
+def _in_child(relay: weakref.ref[Relay]) -> None:
+    found = relay()
+    if found is not None:
+        found._forked()
 
 
 def _read(stream: BinaryIO, size: int) -> bytes | None:
