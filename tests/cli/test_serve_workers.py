@@ -92,6 +92,11 @@ def _free_port() -> int:
 def _workers_of(pid: int) -> list[int]:
     """The live worker processes under the server ``pid`` (not multiprocessing's resource
     tracker, nor a dead worker not yet reaped)."""
+    return _children_of(pid, b"spawn_main")
+
+
+def _children_of(pid: int, marked: bytes) -> list[int]:
+    """The live processes ``pid`` started whose command line holds ``marked``."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -100,7 +105,7 @@ def _workers_of(pid: int) -> list[int]:
                 command = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if int(fields[1]) == pid and fields[0] != "Z" and b"spawn_main" in command:
+            if int(fields[1]) == pid and fields[0] != "Z" and marked in command:
                 found.append(int(entry.name))
     return found
 
@@ -222,3 +227,44 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
     except OSError:
         return "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_each_worker_exports_its_turns_through_a_relay_of_its_own(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="install the otel extra")
+    from threadline.tracing.receiver import OTLPReceiver
+
+    port = _free_port()
+    with OTLPReceiver() as receiver:
+        env = {**os.environ, "THREADLINE_HOME": str(tmp_path / "home"),
+               "THREADLINE_MODEL": "scripted", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        server = subprocess.Popen([sys.executable, "-m", "threadline", "serve", "--workers",
+                                   "2", "--no-metrics", "--no-ui", "--port", str(port)],
+                                  env=env, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for(lambda: httpx.get(f"{base}/healthz").status_code == 200, "the service")
+            workers = _wait_for(lambda: len(found := _workers_of(server.pid)) >= 2 and found,
+                                "two workers")
+            relays = _wait_for(lambda: len(found := _relays_of(workers)) >= 2 and found,
+                               "a relay per worker")
+            replies = []
+            for n in range(8):  # a connection each: uvicorn spreads them over the workers
+                cid = httpx.post(f"{base}/v1/conversations", json={}).json()["id"]
+                replies.append(httpx.post(f"{base}/v1/conversations/{cid}/messages",
+                                          json={"text": f"turn {n}"}, timeout=60).json())
+            # exported while the service runs (each worker's recorder hands over every 0.5 s)
+            spans = receiver.wait_for(
+                lambda got: sum(s.name == "threadline.turn" for s in got) >= 8)
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=20)
+    turns = [s for s in spans if s.name == "threadline.turn"]
+    assert sorted(t.attributes["gen_ai.conversation.id"] for t in turns) == sorted(
+        r["conversation_id"] for r in replies)
+    assert len(set(relays)) == 2
+
+
+def _relays_of(workers: list[int]) -> list[int]:
+    return [relay for worker in workers
+            for relay in _children_of(worker, b"threadline.tracing.relay")]
