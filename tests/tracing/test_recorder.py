@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import (
@@ -195,3 +195,46 @@ def test_a_full_batch_wakes_the_exporting_thread_before_its_interval() -> None:
         time.sleep(0.01)
     assert len(sink.turns) == 4
     batches.shutdown()
+
+
+class Traces(ScriptedModel):
+    """A model whose call is traced by the application's own tracer (an HTTP client's
+    instrumentation would be)."""
+
+    def __init__(self, tracer: Any, replies: Sequence[Any]) -> None:
+        super().__init__(replies)
+        self.tracer = tracer
+
+    def complete(self, request: Any, *, on_text: Any = None) -> Any:
+        with self.tracer.start_as_current_span("http POST"):
+            return super().complete(request, on_text=on_text)
+
+
+def test_code_a_step_runs_traces_its_own_spans_under_that_step(store: SQLiteStore,
+                                                               how: str) -> None:
+    from threadline.turn.tools import Tool
+
+    theirs = InMemorySpanExporter()  # the application's own provider and exporter
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(theirs))
+    tracer = provider.get_tracer("app")
+
+    def weather(arguments: Any, context: Any) -> str:
+        with tracer.start_as_current_span("weather service"):
+            return "sunny"
+
+    traced = Traced(recorded=how == "recorded")  # as live spans nest
+    model = Traces(tracer, [ToolCalls.of(("weather", {"city": "Oslo"})), "It is sunny."])
+    tool = Tool("weather", "Weather for a city.", tools()[0].parameters, weather)
+    standard_engine(store, model, tools=[tool], tracer=traced.tracing).run_turn("Weather?")
+    ours = {s.name: s for s in traced.spans}
+    [service] = [s for s in theirs.get_finished_spans() if s.name == "weather service"]
+    calls = [s for s in theirs.get_finished_spans() if s.name == "http POST"]
+    assert service.parent is not None and ours["execute_tool weather"].context is not None
+    assert service.parent.span_id == ours["execute_tool weather"].context.span_id
+    turn = ours["threadline.turn"].context
+    assert turn is not None and len(calls) == 2  # a model call is no parent: the turn is
+    assert all(c.parent is not None and c.parent.span_id == turn.span_id for c in calls)
+    assert {s.context.trace_id for s in theirs.get_finished_spans() if s.context} == {
+        turn.trace_id}
+    traced.tracing.shutdown()

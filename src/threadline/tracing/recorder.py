@@ -5,8 +5,9 @@ batches, by a thread of its own (``batch.py``).
 The live tracer (``spans.py``) pays for the OpenTelemetry SDK's span objects on the turn's
 thread: validating every attribute, locks, the processors' hooks, 250-300 µs a turn of six
 spans against a scripted turn of under a millisecond (BENCHMARKS.md). Here a step costs a
-small object, two clock reads and, for a step other code runs under, a context attached, so
-that code's own spans (an HTTP client, a delegated turn) still nest under it: the span's ids
+small object and two clock reads; a turn makes one span current for OpenTelemetry, which is
+always the innermost step other code runs under (``_Innermost``), so that code's own spans
+(an HTTP client, a delegated turn) still nest under the step they ran in: the span's ids
 are made here, by the provider's id generator, and the sampler decides at each turn, as the
 SDK would. What the spans say comes from ``describe.py``, as for the live tracer, and the
 sink receives the SDK's own spans (``sink.sdk_spans``). ``relay.py`` is the sink
@@ -27,7 +28,14 @@ from opentelemetry import context, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Sampler
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags, TraceState
+from opentelemetry.trace import (
+    INVALID_SPAN_CONTEXT,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    TraceState,
+)
 from opentelemetry.util.types import AttributeValue
 
 from threadline.tracing.batch import Batches
@@ -50,10 +58,24 @@ class _Turn:
         self.trace_id, self.flags, self.state, self.ids = trace_id, flags, state, ids
         self.steps: list[_Step] = []
 
-    def context_of(self, span_id: int) -> Context:
-        span = NonRecordingSpan(SpanContext(self.trace_id, span_id, False, self.flags,
-                                            self.state))
-        return trace.set_span_in_context(span)
+    def span_context(self, span_id: int) -> SpanContext:
+        return SpanContext(self.trace_id, span_id, False, self.flags, self.state)
+
+
+class _Innermost(NonRecordingSpan):
+    """The span OpenTelemetry sees as current while a recorded turn runs: whichever of the
+    turn's open steps (the turn, a provider, a tool call) is innermost where it is asked.
+    So a turn attaches one context, and a step only moves ``_CURRENT``."""
+
+    def __init__(self, turn: _Turn, root_id: int) -> None:
+        super().__init__(INVALID_SPAN_CONTEXT)
+        self._turn, self._root_id = turn, root_id
+
+    def get_span_context(self) -> SpanContext:
+        current = _CURRENT.get()
+        if current is not None and current[0] is self._turn:
+            return self._turn.span_context(current[1])
+        return self._turn.span_context(self._root_id)
 
 
 _ROOT_NAMES = {step: f"threadline.{step.value}" for step in Step}  # as the sampler sees them
@@ -73,7 +95,7 @@ class _Step:
     """A step's span while the turn runs: what the engine handed over, as it was."""
 
     __slots__ = ("turn", "step", "name", "facts", "recorded", "span_id", "parent_id",
-                 "entered", "left", "raised", "_tokens")
+                 "entered", "left", "raised", "_token")
 
     def __init__(self, turn: _Turn, step: Step, name: str, facts: Sequence[Fact],
                  parent_id: int) -> None:
@@ -82,7 +104,7 @@ class _Step:
         self.span_id = turn.ids.generate_span_id()
         self.parent_id = parent_id
         self.raised: BaseException | None = None
-        self._tokens: tuple[Token[Context], Token[tuple[_Turn | None, int] | None]] | None = None
+        self._token: Token[tuple[_Turn | None, int] | None] | None = None
         turn.steps.append(self)
 
     def record(self, *facts: Fact) -> None:
@@ -95,8 +117,7 @@ class _Step:
         try:
             self.entered = time.time_ns()
             if self.step in OPEN:
-                self._tokens = (context.attach(self.turn.context_of(self.span_id)),
-                                _CURRENT.set((self.turn, self.span_id)))
+                self._token = _CURRENT.set((self.turn, self.span_id))
         except Exception:  # noqa: BLE001
             log.exception("tracer failed to start a %s span", self.step)
         return self
@@ -106,10 +127,8 @@ class _Step:
         try:
             self.left = time.time_ns()
             self.raised = error
-            if self._tokens is not None:
-                otel_token, token = self._tokens
-                _CURRENT.reset(token)
-                context.detach(otel_token)
+            if self._token is not None:
+                _CURRENT.reset(self._token)
         except Exception:  # noqa: BLE001
             log.exception("tracer failed to end a %s span", self.step)
 
@@ -118,7 +137,7 @@ class _Root(_Step):
     """A turn's span (or a step's outside any turn): its trace is queued for the sink as it
     ends."""
 
-    __slots__ = ("recorder", "parent_remote", "sampled")
+    __slots__ = ("recorder", "parent_remote", "sampled", "_otel")
 
     def __init__(self, recorder: Recorder, turn: _Turn, step: Step, name: str,
                  facts: Sequence[Fact], parent: SpanContext | None,
@@ -127,13 +146,25 @@ class _Root(_Step):
         self.recorder = recorder
         self.parent_remote = parent is not None and parent.is_remote
         self.sampled = sampled  # what the sampler added to the span, as the SDK adds it
+        self._otel: Token[Context] | None = None
 
     def __enter__(self) -> _Root:
         super().__enter__()
+        if self.step in OPEN:
+            try:
+                self._otel = context.attach(trace.set_span_in_context(
+                    _Innermost(self.turn, self.span_id)))
+            except Exception:  # noqa: BLE001 - tracing never fails a turn
+                log.exception("tracer failed to make a %s span current", self.step)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
+        if self._otel is not None:
+            try:
+                context.detach(self._otel)
+            except Exception:  # noqa: BLE001
+                log.exception("tracer failed to end a %s span", self.step)
         super().__exit__(kind, error, traceback)
         if hasattr(self, "left"):
             self.recorder.batches.add(self)
