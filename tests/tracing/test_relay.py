@@ -101,13 +101,29 @@ def test_a_stalled_relay_costs_turns_nothing_and_catches_up(
 def test_shutdown_exports_what_waits_and_ends_the_relay(store: SQLiteStore,
                                                         receiver: OTLPReceiver,
                                                         tracing: Tracing) -> None:
+    assert tracing.flush()  # the relay is ready
     engine = standard_engine(store, ScriptedModel(), tracer=tracing)
     engine.run_turn("hello")
     relayed = _relay(tracing)
     tracing.shutdown()  # no flush before: the turn still waits on the recorder's queue
-    assert relayed.process.poll() == 0
+    assert relayed.process.poll() == 0  # it exported what it was handed, and exited
     assert len(receiver.wait_for(lambda got: len(got) >= 6)) == 6
     tracing.shutdown()  # twice is harmless
+
+
+def test_a_command_that_ends_before_its_relay_is_ready_exports_its_turns_itself(
+        store: SQLiteStore, receiver: OTLPReceiver, tracing: Tracing) -> None:
+    relayed = _relay(tracing)
+    os.kill(relayed.process.pid, signal.SIGSTOP)  # microseconds after it was started
+    relayed._answers_now(0)
+    assert not relayed._ready  # it cannot have built its exporters yet
+    standard_engine(store, ScriptedModel(), tracer=tracing).run_turn("hello")
+    started = time.perf_counter()
+    tracing.shutdown()
+    assert time.perf_counter() - started < 5  # not waiting for the relay to start
+    assert relayed.process.poll() is not None  # stopped: it was never handed anything
+    spans = receiver.wait_for(lambda got: len(got) >= 6)
+    assert len(spans) == 6 and relayed.dropped == 0
 
 
 def test_a_relay_that_exited_is_started_again_and_exports_what_follows(

@@ -9,8 +9,9 @@ as one frame, a 4-byte big-endian length and the ``marshal`` of the turns. The w
 waits for the relay: the pipe is non-blocking, what it cannot take yet waits in a buffer
 for the next batch, and past ``MAX_WAITING`` bytes a batch is dropped and counted, as the
 SDK's batch processor drops spans when its queue is full. A frame of length 0 asks the relay
-to flush; it answers on a pipe of its own. End of input (``shutdown``, or this process gone)
-makes it export what it holds and exit.
+to flush; it answers on a pipe of its own, where it first says it is ready (nothing is
+written to it before: a command that ends sooner exports its turns itself). End of input
+(``shutdown``, or this process gone) makes it export what it holds and exit.
 
 The relay is itself the batch processor: it exports each batch it reads, in calls of at most
 OTEL_BSP_MAX_EXPORT_BATCH_SIZE spans, to each exporter the configuration names, and reads
@@ -44,6 +45,7 @@ MAX_WAITING = 16 << 20  # bytes of turns waiting for the relay before turns are 
 PIPE_BYTES = 1 << 20  # the pipe's own buffer, where the system allows it
 RESTART_S = 5.0  # a relay that exited is started again, at most this often
 FLUSH = (0).to_bytes(4, "big")
+READY = b"r"  # the relay's first answer: its exporters are built, it reads from now on
 _SET_PIPE_SIZE = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _INHERITED: list[subprocess.Popen[bytes]] = []  # a forked parent's relays: not ours to reap
 
@@ -81,6 +83,8 @@ class Relay:
             fcntl.fcntl(self._pipe, _SET_PIPE_SIZE, PIPE_BYTES)
         os.set_blocking(answers, False)
         self._asked = 0  # flushes asked for: an answer that came too late is not the next's
+        self._answer = b""  # the last flush's
+        self._ready = False  # nothing is written to it before it says it is ready
         self._waiting = bytearray()
         self._unsent = 0  # turns whose frames are (in part) in ``_waiting``
         self._gone = False
@@ -123,7 +127,9 @@ class Relay:
                 self._waiting += len(data).to_bytes(4, "big")
                 self._waiting += data
                 self._unsent += len(turns)
-            if self._waiting and not self._gone:
+            if not self._ready and not self._gone:
+                self._answers_now(0)
+            if self._waiting and self._ready and not self._gone:
                 self._write()
 
     def _drop(self, turns: int) -> None:
@@ -139,15 +145,40 @@ class Relay:
         except BlockingIOError:
             return
         except OSError:  # the relay exited: nothing more reaches it
-            self._gone = True
-            log.error("the span relay exited (status %s)", self.process.poll())
-            self._waiting.clear()
-            self.dropped += self._unsent
-            self._unsent = 0
+            self._lost()
             return
         del self._waiting[:written]
         if not self._waiting:
             self._unsent = 0
+
+    def _lost(self) -> None:
+        """The relay exited: what waits for it is dropped, and counted."""
+        self._gone = True
+        log.error("the span relay exited (status %s)", self.process.poll())
+        self._waiting.clear()
+        self.dropped += self._unsent
+        self._unsent = 0
+
+    def _export_here(self) -> None:
+        """The turns waiting (whole frames: none was written yet), exported in this process."""
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        from threadline.tracing.sink import SCOPE, ToExporters, exporter, resource
+        from threadline.version import __version__
+
+        turns: list[RecordedTurn] = []
+        at = 0
+        while at < len(self._waiting):
+            size = int.from_bytes(self._waiting[at:at + 4], "big")
+            if size:
+                turns += marshal.loads(self._waiting[at + 4:at + 4 + size])
+            at += 4 + size
+        self._waiting.clear()
+        if turns:
+            here = ToExporters([exporter(name) for name in self.exporters], resource(),
+                               InstrumentationScope(SCOPE, __version__))
+            here.export(turns)
+            here.shutdown()
 
     def _write_all(self, deadline: float) -> bool:
         while self._waiting and not self._gone:
@@ -158,36 +189,55 @@ class Relay:
             self._write()
         return not self._gone
 
+    def _answers_now(self, timeout_s: float) -> bool:
+        """Read what the relay has answered, waiting up to ``timeout_s`` for something;
+        whether anything came."""
+        if not select.select([self._answers], [], [], max(0.0, timeout_s))[0]:
+            return False
+        answers = os.read(self._answers, 64)
+        if not answers:  # the relay exited
+            self._lost()
+            return False
+        for answer in answers:
+            if answer == READY[0]:
+                self._ready = True
+            else:
+                self._asked -= 1
+                self._answer = bytes([answer])
+        return True
+
     def flush(self, timeout_ms: int = 30_000) -> bool:
         """Every turn given so far exported (or handed to its exporter and failed there);
         False if that did not happen in time, or the relay is gone."""
         deadline = time.monotonic() + timeout_ms / 1000
         with self._lock:
-            if self._gone:
+            while not self._ready and not self._gone and time.monotonic() < deadline:
+                self._answers_now(deadline - time.monotonic())
+            if self._gone or not self._ready:
                 return False
             self._waiting += FLUSH
             self._asked += 1
             if not self._write_all(deadline):
                 return False
-            answer = b""
-            while self._asked:
+            while self._asked > 0:
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self._answers], [], [], left)[0]:
+                if left <= 0 or (not self._answers_now(left) and self._asked > 0):
                     return False
-                answers = os.read(self._answers, 64)
-                if not answers:  # the relay exited
-                    self._gone = True
-                    return False
-                self._asked -= len(answers)
-                answer = answers[-1:]
-            return answer == b"1"
+            return self._answer == b"1"
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
-        """Hand over what waits, let the relay export it and exit."""
+        """Hand over what waits, let the relay export it and exit. A relay not yet ready (a
+        short command) is stopped, and what waits is exported here instead: that is sooner
+        than its start."""
         with self._lock:
             if self.process.stdin is None or self.process.stdin.closed:
                 return
-            if not self._inherited:
+            if not self._ready and not self._gone and not self._inherited:
+                self._answers_now(0)
+            if not self._inherited and not self._ready and not self._gone:
+                self.process.kill()
+                self._export_here()
+            elif not self._inherited:
                 self._write_all(time.monotonic() + timeout_s)
             self.process.stdin.close()
             os.close(self._answers)
@@ -232,6 +282,7 @@ def main(argv: Sequence[str]) -> int:
     answers, names = int(argv[0]), argv[1:]
     sink = ToExporters([exporter(name) for name in names], resource(),
                        InstrumentationScope(SCOPE, __version__))
+    os.write(answers, READY)
     stream = sys.stdin.buffer
     while (header := _read(stream, 4)) is not None:
         size = int.from_bytes(header, "big")
