@@ -11,8 +11,9 @@ What is measured
              over HTTP on 127.0.0.1 (prometheus-client's own server, in a thread) and scraped
              every ``--scrape-s`` by a local receiver, another thread fetching and parsing it.
     traces   a ``Tracing`` built from the OTEL_* environment as ``threadline serve`` builds it
-             (OTLP over HTTP, a batch span processor), exporting to a local OTLP/HTTP receiver
-             in a process of its own, as a collector would be (``python -m
+             (spans recorded during each turn, described by the tracer's own thread and
+             exported over OTLP/HTTP by its relay process), to a local OTLP/HTTP receiver in
+             a process of its own, as a collector would be (``python -m
              threadline.tracing.receiver``: an HTTP server on 127.0.0.1 decoding the
              protobuf); content capture off, the default.
     all      both: the metrics side's hook and observer, and the traces side's tracer.
@@ -20,9 +21,10 @@ What is measured
     ``--sides`` picks some of them (off is always there). Each side runs conversations of
     ``--turns`` turns (so the turn index, and the work a turn does, grows the same way on
     every side); each turn is timed with ``perf_counter`` around ``run_turn``. The scraper,
-    the span exporter and the receivers run through the whole benchmark, so their threads
-    also take the GIL while the off side runs: that is the cost a process with telemetry on
-    pays on every turn, and each ratio below is charged only with what its side adds on top.
+    the tracer's thread, its relay and the receivers run through the whole benchmark, so they
+    also take the GIL (or the CPU) while the off side runs: that is the cost a process with
+    telemetry on pays on every turn, and each ratio below is charged only with what its side
+    adds on top.
 
 How
     After an untimed warm-up conversation per side, each round runs one conversation per side,
@@ -32,9 +34,11 @@ How
     and, less moved by a turn the machine descheduled, the median of the per-round ratios, the
     ratio without each side's slowest 5% of turns, and the ratio of the p50s; how many scrapes
     the metrics receiver made and how many spans the trace receiver got (after a final flush:
-    every span, or the batch processor dropped some); and, apart, the time the metrics hook
-    and the tracer themselves took per turn on the turn's own thread (the export happens in
-    the batch processor's thread). Target: ≤ 1.05 for every side.
+    every span, or some were dropped); and, apart, the time the metrics hook took per turn,
+    the time the tracer took on the turn's own thread (timed in a pass of its own after the
+    rounds, so that timing it adds nothing to their ratios), and, per traced turn, the CPU of
+    the tracer's own thread and of its relay process (from /proc). Target: ≤ 1.05 for every
+    side.
 
     .venv/bin/python bench/telemetry_overhead.py            # full size, every side
     .venv/bin/python bench/telemetry_overhead.py --sides traces   # off against traces only
