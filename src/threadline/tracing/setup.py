@@ -5,9 +5,9 @@ which then takes the trace context of each request. Two ways in:
 
 - ``Tracing.from_config`` exports as the ``OTEL_*`` environment describes
   (``tracing/config.py``; the SDK reads its own variables: sampler, resource, limits,
-  endpoint). The turn's spans are recorded (``recorder.py``) and exported by a process of
-  their own (``relay.py``), through a batch span processor per exporter, so a turn pays little
-  for its spans, never waits for a receiver and never fails when one is down.
+  endpoint). The turn's spans are recorded (``recorder.py``) and built and exported by a
+  process of their own (``relay.py``), so a turn pays little for its spans, never waits for a
+  receiver and never fails when one is down.
 - ``Tracing(provider)`` makes live spans through a provider the application already set up
   (the global provider by default), with its own span processors: for instance the SDK's
   in-memory exporter in tests, or an observability vendor's processor.
@@ -34,6 +34,7 @@ from threadline.version import __version__
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
+
 class Tracing:
     """The engine's tracer (``span``): live spans over ``provider`` (default: the global
     one), or, made by ``recorded`` and ``from_config``, spans recorded for a sink."""
@@ -52,9 +53,9 @@ class Tracing:
     @classmethod
     def recorded(cls, sink: Sink, *, provider: TracerProvider | None = None,
                  capture_content: bool = False) -> Tracing:
-        """Spans recorded during each turn and handed to ``sink`` as it ends, sampled and
-        identified as ``provider`` (default: one the OTEL_* environment configures) would
-        (its span processors are not used)."""
+        """Spans recorded during each turn and handed to ``sink`` after it, a batch at a
+        time, sampled and identified as ``provider`` (default: one the OTEL_* environment
+        configures) would (its span processors are not used)."""
         if provider is None:
             provider = TracerProvider(resource=resource(), shutdown_on_exit=False)
         tracing = cls(provider, capture_content=capture_content)
