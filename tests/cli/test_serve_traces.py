@@ -53,6 +53,20 @@ def test_serve_exports_each_turn_under_the_callers_trace(
     assert call.parent_span_id == turn.span_id and call.trace_id == TRACE_ID
 
 
+def test_serve_counts_what_the_span_recorder_dropped_in_its_metrics(
+        tl: Invoke, receiver: OTLPReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("prometheus_client", reason="install the metrics extra")
+    scraped: list[str] = []
+
+    def run(app: FastAPI, **_: Any) -> None:
+        scraped.append(TestClient(app).get("/metrics").text)
+    monkeypatch.setattr("uvicorn.run", run)
+    served = tl("serve", "--metrics", env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+    assert served.code == 0, served.err
+    assert "threadline_trace_dropped_turns_total 0.0" in scraped[0]
+    assert "threadline_trace_relay_restarts_total 0.0" in scraped[0]
+
+
 def test_a_cli_turn_is_exported_as_the_command_ends(tl: Invoke,
                                                     receiver: OTLPReceiver) -> None:
     run = tl("chat", "--once", "hello", "--json",

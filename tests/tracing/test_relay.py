@@ -165,3 +165,30 @@ def test_a_forked_process_exports_its_own_turns_through_a_relay_of_its_own(
     spans = receiver.wait_for(lambda got: len(got) >= 18)
     turns = [s for s in spans if s.name == "threadline.turn"]
     assert len(spans) == 18 and len(turns) == 3  # each turn once: none queued twice
+
+
+def test_what_the_relay_could_not_take_is_counted_in_the_metrics(
+        store: SQLiteStore, tracing: Tracing, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("prometheus_client", reason="install the metrics extra")
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from threadline.metrics.registry import Metrics
+
+    metrics = Metrics()
+    metrics.watch_traces(tracing)
+
+    def scraped() -> dict[str, float]:
+        return {s.name: s.value for f in text_string_to_metric_families(
+            metrics.exposition().decode()) for s in f.samples
+            if s.name.startswith("threadline_trace_") and not s.name.endswith("_created")}
+
+    assert scraped() == {"threadline_trace_dropped_turns_total": 0.0,
+                         "threadline_trace_relay_restarts_total": 0.0}
+    relayed = _relay(tracing)
+    relayed.process.kill()
+    relayed.process.wait()
+    _turns(store, tracing, 3)
+    assert scraped()["threadline_trace_dropped_turns_total"] == relayed.dropped >= 3
+    monkeypatch.setattr(relay, "RESTART_S", 0.0)
+    _turns(store, tracing, 1)
+    assert scraped()["threadline_trace_relay_restarts_total"] == 1.0

@@ -117,6 +117,8 @@ def _service(ctx: Context, host: str, require_tokens: bool, metrics_on: bool | N
 
     engine = ctx.engine(model) if metrics is None else ctx.engine(
         model, hooks=[metrics.hook], observer=metrics)
+    if metrics is not None and tracing is not None and tracing.recorder is not None:
+        metrics.watch_traces(tracing)
     app = create_app(engine, metrics, require_tokens=required, tracing=tracing)
     if ui_on:
         mount(app, engine)

@@ -21,6 +21,7 @@ from prometheus_client import (
 from threadline.items import Item
 from threadline.metrics.memory import MemoryCollector
 from threadline.metrics.review import ReviewCollector
+from threadline.metrics.traces import TraceCollector, TraceCounts
 from threadline.metrics.turns import TurnCounts
 from threadline.stores.base import Store
 from threadline.turn.hooks import TurnEvent
@@ -33,7 +34,8 @@ WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300
 class Metrics:
     """Every family threadline exports, in a registry of its own. Feed it with ``hook`` (add
     it to the engine's hooks) and as the engine's ``observer``; ``watch_memory`` adds the
-    memory writer's figures; ``exposition`` is what ``GET /metrics`` answers."""
+    memory writer's figures, ``watch_traces`` what the span recorder dropped;
+    ``exposition`` is what ``GET /metrics`` answers."""
 
     content_type = CONTENT_TYPE_LATEST  # the text exposition format
 
@@ -75,6 +77,12 @@ class Metrics:
         self.turns.watch_monitor = True
         if store is not None:
             self.registry.register(ReviewCollector(store, refresh_s=refresh_s))
+
+    def watch_traces(self, counts: TraceCounts) -> None:
+        """Export what a recording ``Tracing`` dropped and how often its span relay was
+        started again (``threadline_trace_dropped_turns``,
+        ``threadline_trace_relay_restarts``)."""
+        self.registry.register(TraceCollector(counts))
 
     def exposition(self) -> bytes:
         """Every family, in the Prometheus text format (``content_type``)."""

@@ -80,6 +80,22 @@ class Tracing:
         """Whether the engine may call it unguarded (``turn/trace.py``): a recorder may."""
         return bool(getattr(self.tracer, "guards_itself", False))
 
+    @property
+    def dropped_turns(self) -> int:
+        """Traced turns whose spans were dropped: the recorder's queue was full, or its
+        relay behind or gone (0 for live spans: a provider's processors count their own)."""
+        if self.recorder is None:
+            return 0
+        batches = self.recorder.batches
+        return batches.dropped + int(getattr(batches.sink, "dropped", 0))
+
+    @property
+    def relay_restarts(self) -> int:
+        """Times the span relay was started again after it exited."""
+        if self.recorder is None:
+            return 0
+        return int(getattr(self.recorder.batches.sink, "restarts", 0))
+
     def install(self, app: Starlette) -> None:
         """Take each request's trace context (``tracing/propagation.py``)."""
         app.add_middleware(TraceContextMiddleware)
