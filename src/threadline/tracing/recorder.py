@@ -266,7 +266,7 @@ class Recorder:
             spans.append((ended.name, _KINDS[ended.kind], step.span_id, step.parent_id,
                           root.parent_remote if step is root else False,
                           ended.start_ns, ended.end_ns, attributes, ended.error,
-                          [] if ended.exception is None else _events(ended)))
+                          _events(ended)))
         # in the order they ended, as live spans reach their processors: the turn's last
         ordered = sorted(spans[1:], key=lambda span: span[6]) + spans[:1]
         return turn.trace_id, int(turn.flags), tuple(turn.state.items()), ordered
@@ -283,5 +283,3 @@ def _events(ended: Ended) -> list[tuple[str, int, dict[str, AttributeValue]]]:
         "exception.message": str(error),
         "exception.stacktrace": "".join(traceback.format_exception(error)),
         "exception.escaped": "False"})]
-
-

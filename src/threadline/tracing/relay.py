@@ -161,10 +161,7 @@ class Relay:
 
     def _export_here(self) -> None:
         """The turns waiting (whole frames: none was written yet), exported in this process."""
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
-        from threadline.tracing.sink import SCOPE, ToExporters, exporter, resource
-        from threadline.version import __version__
+        from threadline.tracing.sink import ToExporters
 
         turns: list[RecordedTurn] = []
         at = 0
@@ -175,8 +172,7 @@ class Relay:
             at += 4 + size
         self._waiting.clear()
         if turns:
-            here = ToExporters([exporter(name) for name in self.exporters], resource(),
-                               InstrumentationScope(SCOPE, __version__))
+            here = ToExporters.named(self.exporters)
             here.export(turns)
             here.shutdown()
 
@@ -271,17 +267,13 @@ def _read(stream: BinaryIO, size: int) -> bytes | None:
 
 def main(argv: Sequence[str]) -> int:
     """The relay process: ``python -m threadline.tracing.relay ANSWER_FD EXPORTER...``."""
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
-    from threadline.tracing.sink import SCOPE, ToExporters, exporter, resource
-    from threadline.version import __version__
+    from threadline.tracing.sink import ToExporters
 
     # the parent's Ctrl-C reaches this process too; it ends when the parent's input does
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING)
     answers, names = int(argv[0]), argv[1:]
-    sink = ToExporters([exporter(name) for name in names], resource(),
-                       InstrumentationScope(SCOPE, __version__))
+    sink = ToExporters.named(names)
     os.write(answers, READY)
     stream = sys.stdin.buffer
     while (header := _read(stream, 4)) is not None:

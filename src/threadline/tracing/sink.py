@@ -88,6 +88,13 @@ class ToExporters:
         self.max_batch = max_batch if max_batch is not None else int(
             os.environ.get(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, "512"))
 
+    @classmethod
+    def named(cls, names: Sequence[str]) -> ToExporters:
+        """The exporters ``names`` names (``otlp``, ``console``), threadline's resource and
+        scope: what the relay exports with, or this process when the relay never started."""
+        return cls([exporter(name) for name in names], resource(),
+                   InstrumentationScope(SCOPE, __version__))
+
     def export(self, turns: Sequence[RecordedTurn]) -> None:
         spans = [span for turn in turns
                  for span in sdk_spans(turn, self.resource, self.scope, self.limits)]

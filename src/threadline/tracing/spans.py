@@ -56,7 +56,6 @@ class LiveSpan:
                  ) -> None:
         self.tracer, self.step = tracer, step
         turn = _TURN.get()
-        self.turn = turn
         # outside a turn (a step run on its own), a Where of the step's own
         where = turn.where if turn is not None and step is not Step.TURN else Where()
         self.described: StepSpan = STEPS[step](name, facts, where, tracer.capture_content)
