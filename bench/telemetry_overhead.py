@@ -347,10 +347,11 @@ def main(argv: list[str] | None = None) -> int:
         tracing = traces_to(spans_in, args.trace_sample) if {"traces", "all"} & set(sides) \
             else None
         engines: dict[str, Engine] = {}
+        models = {side: ScriptedModel() for side in sides}
         for side in sides:
             with_metrics = side in ("metrics", "all")
             engines[side] = standard_engine(
-                stores[side], ScriptedModel(), hooks=[hook] if with_metrics else [],
+                stores[side], models[side], hooks=[hook] if with_metrics else [],
                 observer=metrics if with_metrics else None,
                 tracer=tracing if side in ("traces", "all") else None)
         server, _ = start_http_server(0, addr="127.0.0.1", registry=metrics.registry)
@@ -363,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             per_round: dict[str, list[float]] = {side: [] for side in sides}
             for r in range(args.rounds):
                 took = conversations(engines, args.turns, r)
+                for model in models.values():  # kept for tests to read: a real model keeps
+                    model.requests.clear()      # nothing, and the collector would walk them
                 for side in sides:
                     times[side] += took[side]
                     per_round[side].append(sum(took[side]) / sum(took["off"]))

@@ -114,3 +114,15 @@ def test_a_conversations_next_request_renders_only_its_new_messages(monkeypatch)
             assert rendered == (history if turn == 0 and n == 0 else
                                 history[1:] if turn == 0 else history[-2:])
             history += [reply, f"turn {turn} of {n}"]
+
+
+def test_it_keeps_only_its_latest_requests(monkeypatch) -> None:
+    """A long-running demo server over the scripted model does not grow with every request."""
+    from threadline.models import scripted
+
+    monkeypatch.setattr(scripted, "REQUESTS_KEPT", 3)
+    model = ScriptedModel()
+    sent = [_request(f"message {n}") for n in range(5)]
+    for request in sent:
+        model.complete(request)
+    assert model.requests == sent[2:]

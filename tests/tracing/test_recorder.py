@@ -4,6 +4,7 @@ drops and counts turns rather than growing without bound."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 import time
@@ -195,6 +196,32 @@ def test_a_full_batch_wakes_the_exporting_thread_before_its_interval() -> None:
         time.sleep(0.01)
     assert len(sink.turns) == 4
     batches.shutdown()
+
+
+def test_an_ended_turn_is_freed_without_the_cycle_collector(store: SQLiteStore) -> None:
+    """Nothing a recorded turn leaves waits for the collector's full pass, which walks every
+    object of the process (a turn with a tool call, then one without)."""
+    sink = Kept()
+    tracing = Tracing.recorded(sink, provider=TracerProvider())
+    model = ScriptedModel([ToolCalls.of(("weather", {"city": "Oslo"})), "It is sunny.",
+                           "Bye."])
+    engine = standard_engine(store, model, tools=tools(), tracer=tracing)
+    gc.collect()
+    gc.disable()
+    try:
+        cid = engine.run_turn("Weather in Oslo?").conversation_id
+        engine.run_turn("Thanks!", conversation_id=cid)
+        assert tracing.flush()
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector would free is kept, to be read
+        gc.collect()
+        left = [o for o in gc.garbage if type(o).__module__ == "threadline.tracing.recorder"]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert len(sink.turns) == 2 and sum(len(turn[3]) for turn in sink.turns) == 15
+    assert left == []
+    tracing.shutdown()
 
 
 class Traces(ScriptedModel):

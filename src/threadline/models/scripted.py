@@ -92,6 +92,7 @@ def echo_reply(request: Request, *, users: int | None = None) -> str:
 
 
 RENDERINGS_KEPT = 16  # recent requests' renderings, to render the next of each on
+REQUESTS_KEPT = 1_000  # the requests kept for tests to read: a demo server must not grow
 
 
 class _Rendered(NamedTuple):
@@ -135,7 +136,7 @@ class ScriptedModel:
         self._evaluated: tuple[Rendering, tuple[int, ...]] | None = None
         # recent requests' messages, their parts, and user messages up to each, newest first
         self._rendered: deque[_Rendered] = deque(maxlen=RENDERINGS_KEPT)
-        self.requests: list[Request] = []
+        self.requests: list[Request] = []  # the last REQUESTS_KEPT, oldest first
 
     def count_tokens(self, text: str) -> int:
         return len(scripted_tokens(text))
@@ -146,6 +147,8 @@ class ScriptedModel:
     def complete(self, request: Request, *, on_text: OnText | None = None) -> Completion:
         watch = Stopwatch()
         self.requests.append(request)
+        if len(self.requests) > REQUESTS_KEPT:
+            del self.requests[0]
         rendering = self._render(request.messages, request.history)
         sent = SentRequest(model=self.model_id, messages=request.openai_tuple(),
                            rendering=rendering, history=request.history)
