@@ -126,3 +126,36 @@ def test_it_keeps_only_its_latest_requests(monkeypatch) -> None:
     for request in sent:
         model.complete(request)
     assert model.requests == sent[2:]
+
+
+def test_conversations_of_the_same_texts_each_keep_their_own_rendering(tmp_path,
+                                                                      monkeypatch) -> None:
+    """Conversations saying the same things take turns: each request still builds on its own
+    conversation's last one, whose history its chained hashes prove at once, and never
+    supersedes another conversation's (which would leave that conversation's next request
+    to be compared with this one message by message)."""
+    from threadline.engine import Engine
+    from threadline.models import scripted
+    from threadline.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "same.db")
+    model = ScriptedModel()
+    engine = Engine(store, model)
+    bases: list[bool] = []
+    shared = scripted._shared
+
+    def watched(kept, messages, mark):  # type: ignore[no-untyped-def]
+        bases.append(kept.mark is not None and mark is not None
+                     and kept.mark.conversation_id == mark.conversation_id)
+        return shared(kept, messages, mark)
+
+    monkeypatch.setattr(scripted, "_shared", watched)
+    cids: list[str | None] = [None, None]
+    for turn in range(6):
+        for n in range(2):
+            cids[n] = engine.run_turn(f"the same words ({turn})",
+                                      conversation_id=cids[n]).conversation_id
+    kept = {k.mark.conversation_id for k in model._rendered if k.mark is not None}
+    assert kept == set(cids)
+    assert bases[-4:] == [True] * 4  # its own conversation's request, found first
+    store.close()

@@ -113,6 +113,12 @@ def _shared(kept: _Rendered, messages: Sequence[Message], mark: HistoryMark | No
     return common_prefix_len(kept.messages, messages)
 
 
+def _same_log(kept: HistoryMark | None, mark: HistoryMark | None) -> bool:
+    """Whether both requests show a history of the same conversation (so their chained hashes
+    can prove what they share)."""
+    return kept is not None and mark is not None and kept.conversation_id == mark.conversation_id
+
+
 def _leads(before: Sequence[Message], after: Sequence[Message]) -> bool:
     """Whether ``after`` may continue ``before``: its message where ``before`` ends is the
     same (one comparison; ``common_prefix_len`` then confirms the rest)."""
@@ -200,16 +206,22 @@ class ScriptedModel:
         where both carry the assembler's history mark, the history they share is confirmed
         by its chained hashes (``request.shared_history``), not message by message."""
         # its conversation's previous request, picked out by its last message (in the same
-        # place here), else whichever shares the most (compared in full: a few, and rarely)
+        # place here) and tried first, else whichever shares the most (compared in full: a
+        # few, and rarely)
         candidates = [k for k in self._rendered if _leads(k.messages, messages)] or \
             self._rendered
         base, keep = _Rendered((), Chunked(), Chunked(), None), 0
-        for kept in candidates:
+        for kept in sorted(candidates, key=lambda k: not _same_log(k.mark, mark)):
             shared = _shared(kept, messages, mark)
             if shared > keep:
                 base, keep = kept, shared
-        if keep and keep == len(base.messages):  # its conversation's next request: it
-            # supersedes the one it extends (found by identity: == would compare histories)
+                if keep == len(kept.messages) and _same_log(kept.mark, mark):
+                    break  # its own conversation's previous request, extended: another's
+                    # (conversations of the same texts) would be compared message by message
+        if keep and keep == len(base.messages) and (mark is None or _same_log(base.mark, mark)):
+            # its conversation's next request: it supersedes the one it extends (found by
+            # identity: == would compare histories). Another conversation's request of the
+            # same texts stays, for that conversation's next turn to find by its hashes.
             del self._rendered[next(i for i, k in enumerate(self._rendered) if k is base)]
         new = messages[keep:]
         rendering = Rendering.extend(base.parts.prefix(keep), map(_piece, map(_render, new)))
