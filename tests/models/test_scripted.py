@@ -145,8 +145,7 @@ def test_conversations_of_the_same_texts_each_keep_their_own_rendering(tmp_path,
     shared = scripted._shared
 
     def watched(kept, messages, mark):  # type: ignore[no-untyped-def]
-        bases.append(kept.mark is not None and mark is not None
-                     and kept.mark.conversation_id == mark.conversation_id)
+        bases.append(scripted._same_log(kept.mark, mark))
         return shared(kept, messages, mark)
 
     monkeypatch.setattr(scripted, "_shared", watched)
