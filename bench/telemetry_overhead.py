@@ -41,7 +41,7 @@ How
     the time the tracer took on the turn's own thread (timed in a pass of its own after the
     rounds, so that timing it adds nothing to their ratios), and, per traced turn, the CPU of
     the tracer's own thread and of its relay process (from /proc). Target: ≤ 1.05 for every
-    side.
+    side but control.
 
     .venv/bin/python bench/telemetry_overhead.py            # full size, every side
     .venv/bin/python bench/telemetry_overhead.py --sides traces   # off against traces only
@@ -82,6 +82,7 @@ from threadline.turn.trace import Fact, Span, Step, Tracer
 
 TARGET = 1.05
 SIDES = ("off", "control", "metrics", "traces", "all")
+CONTROL = "control"  # off again: the noise's yardstick, no target
 MESSAGE = "Please check the booking for next Tuesday and tell me what it costs. " * 6
 
 
@@ -410,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
               "sdk_floor": floor,
               "target": TARGET,
               "target_met": all(c["ratio"] <= TARGET for side, c in compared.items()
-                                if side != "control")}
+                                if side != CONTROL)}
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -418,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{side:<8} {figures['turns']:>5} turns  {figures['mean_ms']:>8.3f} ms mean  "
               f"{figures['p50_ms']:>8.3f} ms p50")
     for side, c in compared.items():
-        verdict = "noise alone, no target" if side == "control" else \
+        verdict = "noise alone, no target" if side == CONTROL else \
             f"target <= {TARGET}: {'met' if c['ratio'] <= TARGET else 'MISSED'}"
         print(f"{side} ÷ off per-turn time: {c['ratio']:.4f} (median round "
               f"{c['median_round_ratio']:.4f}, slowest 5% left out {c['trimmed_ratio']:.4f}, "
