@@ -64,9 +64,12 @@ def test_the_policy_maps_risk_to_actions_and_keeps_flag_and_restriction() -> Non
     assert low.actions == () and not low.restricted
 
 
-def test_drift_alone_is_no_risk() -> None:
+def test_drift_alone_is_no_risk_and_by_default_amplifies_nothing() -> None:
     assert RiskPolicy().turn_risk([Signal("drift", 1.0)]) == 0.0
-    assert RiskPolicy().turn_risk([Signal("drift", 1.0), Signal("harm", 0.5)]) > 0.5
+    assert RiskPolicy().turn_risk([Signal("drift", 1.0), Signal("harm", 0.5)]) == 0.5
+    weighed = RiskPolicy(drift_weight=0.25)
+    assert weighed.turn_risk([Signal("drift", 1.0)]) == 0.0
+    assert weighed.turn_risk([Signal("drift", 1.0), Signal("harm", 0.5)]) > 0.5
 
 
 @pytest.mark.parametrize("bad", [{"flag": 0.0}, {"refuse": 1.5}, {"decay": 1.0}])

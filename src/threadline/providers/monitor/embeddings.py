@@ -6,7 +6,10 @@
     intent     (with ``intent=True``) how likely the new message, or the union of the recent
                ones, is a request the policy forbids, by a classifier fitted on a broad set
                of forbidden requests and look-alikes (``intent.py``): it reaches harms no
-               example names, at the price of false alarms (docs/safety.md)
+               example names (docs/safety.md)
+    persistence  (with ``intent=True``, once the model has refused in this conversation) the
+               same probability on a lower scale: asking on after a refusal is the
+               conversation-level sign of an attack that a message alone does not show
     drift      how far the new message has moved from the conversation's first message and
                from the system prompt's scope, in meaning
 
@@ -30,7 +33,7 @@ from typing import Any
 
 from threadline.errors import InputError
 from threadline.providers.monitor.intent import IntentClassifier
-from threadline.providers.monitor.rules import WINDOW, Policy
+from threadline.providers.monitor.rules import WINDOW, Policy, is_refusal
 from threadline.providers.monitor.signals import Signal, clip
 from threadline.providers.monitor.trajectory import Trajectory
 from threadline.retrieval import dense
@@ -38,7 +41,10 @@ from threadline.retrieval import dense
 log = logging.getLogger("threadline.monitor")
 
 SEMANTIC_FLOOR, SEMANTIC_CEILING = 0.50, 0.80  # cosine → score 0 … 1 (tuned on dev)
-INTENT_FLOOR, INTENT_CEILING = 0.50, 0.95  # probability → score 0 … 1 (dev and seen)
+# probability → score 0 … 1, for the message as it comes and once the model has refused
+# (both chosen on the tuning splits: docs/safety.md)
+INTENT_FLOOR, INTENT_CEILING = 0.60, 1.0
+PERSIST_FLOOR, PERSIST_CEILING = 0.20, 0.70
 # MiniLM puts unrelated sentences at a cosine of ~0.1-0.3: a distance under this is no drift
 DRIFT_FLOOR = 0.6
 _CACHED = 4096
@@ -87,7 +93,11 @@ class EmbeddingDetector:
             # one fit a process for each embedder (the default examples are the same for all)
             with _FITTING:
                 if self._make not in _FITTED:
-                    _FITTED[self._make] = IntentClassifier(self._embed)
+                    self._embed([])  # the embedder, whose model the shipped weights name
+                    model = self._embedder
+                    _FITTED[self._make] = IntentClassifier.shipped(
+                        self._embed, model=getattr(model, "name", None),
+                        dim=_dimension(model))
                 self._intent = _FITTED[self._make]
         return self._intent
 
@@ -114,15 +124,29 @@ class EmbeddingDetector:
         if self.intent:
             classifier = self._intent_classifier()
             union_p, alone_p = classifier.probability(union), classifier.probability(message)
-            out.append(Signal("intent", clip((max(union_p, alone_p) - INTENT_FLOOR)
-                                             / (INTENT_CEILING - INTENT_FLOOR)),
+            p = max(union_p, alone_p)
+            out.append(Signal("intent", clip((p - INTENT_FLOOR) / (INTENT_CEILING - INTENT_FLOOR)),
                               f"p {union_p:.2f} (recent messages), {alone_p:.2f} (this one) "
                               "of a forbidden request"))
+            # pressing on after the model refused: a request half as plain is enough then
+            refusals = sum(1 for reply in trajectory.replies() if is_refusal(reply))
+            if refusals:
+                out.append(Signal("persistence", clip((p - PERSIST_FLOOR)
+                                                      / (PERSIST_CEILING - PERSIST_FLOOR)),
+                                  f"p {p:.2f} of a forbidden request after {refusals} "
+                                  "refusals"))
         start = 1 - float(message @ first) if trajectory.turns else 0.0
         away = 1 - float(message @ scope) if scope is not None else 0.0
         out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
                           f"meaning: {start:.2f} from the start, {away:.2f} from the scope"))
         return out
+
+
+def _dimension(embedder: Any) -> int | None:
+    try:
+        return int(embedder.dimension)
+    except (AttributeError, TypeError, ValueError):  # an application's embedder may not say
+        return None
 
 
 @contextlib.contextmanager

@@ -3,23 +3,36 @@
 The policy's examples (``policy.toml``) are a few requests per kind of harm, so a request
 about a harm they do not name sits far from all of them. Here a logistic regression over the
 shipped MiniLM embeddings learns the line between forbidden requests and look-alikes from a
-broader set (``intent.toml``: a taxonomy of harms, and care, teaching, fiction, defence and
-everyday requests that sound alike), fitted when the embedding detector first runs. The fit
-is deterministic (``threadline.logistic``) and takes milliseconds; embedding the examples
-takes a second or two, once a process.
+broader set (``intent.toml``: a taxonomy of harms, and, on the same subjects, the protective,
+professional, teaching, fiction and everyday requests that sound alike, with ordinary
+mid-conversation follow-ups, since every turn is scored).
+
+The fit is deterministic (``threadline.logistic``). Embedding the examples takes seconds, so
+the coefficients fitted on the shipped examples ship beside them (``intent.json``, written by
+``bench/intent_classifier.py --write``), with the embedding model's name and a digest of the
+examples they were fitted on; other examples (an application's own), another model, or a
+missing or damaged file are fitted in the process instead, once, and the log says why.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 from threadline.logistic import fit
 
-L2 = 0.01  # the regularisation of the fit (chosen on the dev and seen scripts)
+log = logging.getLogger("threadline.monitor")
+
+FORMAT = "threadline-intent-classifier/1"
+WEIGHTS = Path(__file__).with_name("intent.json")
+L2 = 0.1  # the regularisation of the fit (chosen on the tuning splits: docs/safety.md)
 
 
 @dataclass(frozen=True)
@@ -33,24 +46,80 @@ class IntentExamples:
         found = tomllib.loads(text)
         return cls(tuple(found["forbidden"]), tuple(found["allowed"]))
 
+    def digest(self) -> str:
+        """What a fit depends on besides the model: the examples, in order, and ``L2``."""
+        parts = [f"l2={L2!r}", *("+" + t for t in self.forbidden),
+                 *("-" + t for t in self.allowed)]
+        return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
+
 
 class IntentClassifier:
-    """P(forbidden | a request's unit embedding), fitted on ``examples`` embedded by
-    ``embed``."""
+    """P(forbidden | a request's unit embedding)."""
 
-    def __init__(self, embed: Callable[[list[str]], Sequence[Any]],
-                 examples: IntentExamples | None = None) -> None:
+    def __init__(self, coef: Any, bias: float) -> None:
+        import numpy as np
+
+        self.coef, self.bias = np.asarray(coef, dtype=np.float64), float(bias)
+
+    @classmethod
+    def fitted(cls, embed: Callable[[list[str]], Sequence[Any]],
+               examples: IntentExamples | None = None) -> IntentClassifier:
+        """Fitted on ``examples`` (default: the shipped ones) embedded by ``embed``."""
         import numpy as np
 
         examples = examples or IntentExamples.default()
-        texts = [*examples.forbidden, *examples.allowed]
-        x = np.stack(embed(texts))
+        x = np.stack(embed([*examples.forbidden, *examples.allowed]))
         y = np.array([1.0] * len(examples.forbidden) + [0.0] * len(examples.allowed))
         # each class weighs the same, however many examples it has
         w = np.where(y == 1, 1 / len(examples.forbidden), 1 / len(examples.allowed))
-        self.coef, self.bias = fit(x, y, w, L2)
+        return cls(*fit(x, y, w, L2))
+
+    @classmethod
+    def shipped(cls, embed: Callable[[list[str]], Sequence[Any]], *, model: str | None,
+                dim: int | None, examples: IntentExamples | None = None,
+                weights: Path = WEIGHTS) -> IntentClassifier:
+        """The shipped coefficients where they were fitted on ``examples`` (default: the
+        shipped ones) with ``model``'s ``dim``-dimensional vectors; otherwise fitted here."""
+        examples = examples or IntentExamples.default()
+        why = _unusable(weights, examples.digest(), model, dim)
+        if why is None:
+            data = json.loads(weights.read_text("utf-8"))
+            return cls(data["coef"], data["bias"])
+        log.info("fitting the monitor's intent classifier (%d examples): %s",
+                 len(examples.forbidden) + len(examples.allowed), why)
+        return cls.fitted(embed, examples)
 
     def probability(self, vector: Any) -> float:
         import numpy as np
 
         return float(1 / (1 + np.exp(-(float(vector @ self.coef) + self.bias))))
+
+    def write(self, path: Path, *, model: str, examples: IntentExamples) -> None:
+        data = {"format": FORMAT, "model": model, "dim": len(self.coef), "l2": L2,
+                "examples": {"forbidden": len(examples.forbidden),
+                             "allowed": len(examples.allowed),
+                             "digest": examples.digest()},
+                "bias": self.bias, "coef": [float(c) for c in self.coef]}
+        path.write_text(json.dumps(data, indent=1) + "\n", "utf-8")
+
+
+def _unusable(path: Path, digest: str, model: str | None, dim: int | None) -> str | None:
+    """Why the weights in ``path`` cannot stand for a fit (None: they can)."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except OSError as err:
+        return f"no weights at {path} ({err.strerror or err})"
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return f"{path} is not JSON"
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return f"{path} is not an intent classifier weights file"
+    if model is None or data.get("model") != model or data.get("dim") != dim:
+        return f"{path} was fitted with {data.get('model')!r}, not {model!r}"
+    if (data.get("examples") or {}).get("digest") != digest:
+        return f"{path} was fitted on other examples"
+    coef = data.get("coef")
+    if not (isinstance(coef, list) and len(coef) == dim
+            and all(isinstance(c, int | float) for c in coef)
+            and isinstance(data.get("bias"), int | float)):
+        return f"{path} is damaged: its coefficients do not match its header"
+    return None

@@ -2,8 +2,9 @@
 
 A turn's risk is a noisy-or of its weighted signals (each kind counted once, at its
 strongest); ``drift`` only amplifies the strongest other signal, since a conversation that
-wanders is not a risk by itself. The conversation's risk is the larger of the turn's and
-what is left of the last turn's (``decay``): one innocent message does not wipe a climb.
+wanders is not a risk by itself, and by default not even that (``drift_weight``). The
+conversation's risk is the larger of the turn's and what is left of the last turn's
+(``decay``): one innocent message does not wipe a climb.
 
 The risk maps to actions at thresholds (tuned on the dev scripts; docs/safety.md):
 
@@ -27,13 +28,16 @@ from threadline.providers.monitor.signals import Signal, clip
 from threadline.turn.monitoring import ACTIONS
 
 WEIGHTS = {"harm": 1.0, "decomposition": 1.0, "escalation": 1.0, "reframing": 1.0,
-           "semantic": 0.7, "intent": 1.0, "classifier": 1.0}
+           "semantic": 0.7, "intent": 1.0, "persistence": 1.0, "classifier": 1.0}
 
 
 @dataclass(frozen=True)
 class RiskPolicy:
     weights: Mapping[str, float] = field(default_factory=lambda: dict(WEIGHTS))
-    drift_weight: float = 0.25  # how much drift adds, times the strongest other signal
+    # how much drift adds, times the strongest other signal: nothing by default, since
+    # benign conversations drift from their start as far as attacks do (it raised false
+    # alarms on the tuning splits and caught nothing more: docs/safety.md)
+    drift_weight: float = 0.0
     decay: float = 0.8          # the share of the last turn's risk a turn starts from
     note: float | None = 0.30
     remind: float | None = 0.45
