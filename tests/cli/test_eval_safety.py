@@ -10,15 +10,14 @@ def test_reports_every_split_on_the_scripted_model(tl: Invoke) -> None:
              "--json")
     assert run.code == 0, run.err
     report = run.json()
-    assert set(report["splits"]) == {"dev", "seen", "heldout", "unseen", "blind"}
-    assert report["splits"]["dev"]["tuned_on"] and report["splits"]["seen"]["tuned_on"]
-    assert not report["splits"]["heldout"]["tuned_on"]
-    assert not report["splits"]["unseen"]["tuned_on"]
-    assert not report["splits"]["blind"]["tuned_on"]
+    assert set(report["splits"]) == {"dev", "seen", "heldout", "unseen", "blind", "blind2"}
+    assert all(report["splits"][name]["tuned_on"]
+               for name in ("dev", "seen", "heldout", "unseen", "blind"))
+    assert not report["splits"]["blind2"]["tuned_on"]
     assert report["detectors"] == ["rules"]
     human = tl("eval", "safety", "--model", "scripted", "--no-embeddings", "--no-planted",
-               "--split", "heldout")
-    assert human.code == 0 and "heldout (held out)" in human.out and "per message" in human.out
+               "--split", "blind2")
+    assert human.code == 0 and "blind2 (held out)" in human.out and "per message" in human.out
 
 
 def test_an_unknown_split_is_refused(tl: Invoke) -> None:

@@ -18,16 +18,19 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     heldout = {*original, "pharmacist", "chemistry_teacher", "locksmith", "journalist",
                "parent", "hunter"}
     everyone = {f for fs in FAMILIES.values() for f in fs}
-    blind = {*FAMILIES["attack"], *FAMILIES["benign"][FAMILIES["benign"].index(
-        "air_traffic_controller"):]}
-    unseen = {*FAMILIES["attack"], "parent", *(everyone - heldout - blind)}
+    benign = FAMILIES["benign"]
+    first_blind, first_blind2 = (benign.index("air_traffic_controller"),
+                                 benign.index("poison_centre_specialist"))
+    blind = {*FAMILIES["attack"], *benign[first_blind:first_blind2]}
+    blind2 = {*FAMILIES["attack"], *benign[first_blind2:]}
+    unseen = {*FAMILIES["attack"], "parent", *(everyone - heldout - blind - blind2)}
     for split, found in scripts.items():
         families = {s.family for s in found}
-        assert families == {"heldout": heldout, "unseen": unseen,
-                            "blind": blind}.get(split, original)
+        assert families == {"heldout": heldout, "unseen": unseen, "blind": blind,
+                            "blind2": blind2}.get(split, original)
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
-    for split in ("heldout", "unseen", "blind"):
+    for split in ("heldout", "unseen", "blind", "blind2"):
         held = scripts[split]
         assert sum(s.kind == "attack" for s in held) >= 12
         assert sum(s.kind == "benign" for s in held) >= 12
@@ -40,6 +43,7 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     assert not users["heldout"] & tuning  # held out: no message shared with tuning
     assert not users["unseen"] & (tuning | users["heldout"])
     assert not users["blind"] & (tuning | users["heldout"] | users["unseen"])
+    assert not users["blind2"] & (tuning | users["heldout"] | users["unseen"] | users["blind"])
 
 
 @pytest.mark.parametrize(("text", "problem"), [

@@ -19,9 +19,10 @@ real). On the same messages it reports:
   (``eval/provenance.py``, the same cases ``bench/provenance.py`` runs).
 
 Every figure is given per split: ``dev`` and ``seen`` (the rules and thresholds were tuned
-on them; ``seen`` was held out once, and read), ``heldout`` (never used to tune) and
-``unseen`` (written blind to the monitor by another hand, never used to tune) and ``blind``
-(written the same way, on harms and personas of its own, once ``unseen`` had been read).
+on them), ``heldout``, ``unseen`` (written blind to the monitor by another hand) and
+``blind`` (the same way, once ``unseen`` had been read), each run to report and later read
+and tuned on too; and ``blind2`` (written the same way, once every other split had been
+tuned on, and committed before anything ran on it), the one split no choice was made on.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ from threadline.standard import standard_engine
 from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
-SPLITS = ("dev", "seen", "heldout", "unseen", "blind")
-TUNED_ON = ("dev", "seen")  # seen: held out at first, then its misses were read
+SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2")
+TUNED_ON = ("dev", "seen", "heldout", "unseen", "blind")  # each was read, then tuned on
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
@@ -61,7 +62,15 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "process_safety_engineer", "claims_adjuster", "county_election_clerk",
                        "conservation_biologist", "school_counselor", "crisis_line_volunteer",
                        "hostage_negotiator", "funeral_director", "martial_arts_instructor",
-                       "defense_attorney")}
+                       "defense_attorney",
+                       # the blind2 split's personas
+                       "poison_centre_specialist", "game_designer", "forensic_accountant",
+                       "dog_trainer", "travel_blogger", "pyrotechnician", "customs_officer",
+                       "hospice_physician", "allotment_gardener", "content_moderator",
+                       "home_inspector", "loss_prevention_manager",
+                       "pretrial_services_officer", "airport_screener_trainer",
+                       "eating_disorder_dietitian", "school_it_administrator",
+                       "victim_witness_advocate", "bank_teller")}
 
 
 @dataclass(frozen=True)
