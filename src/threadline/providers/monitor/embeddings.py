@@ -90,7 +90,7 @@ class EmbeddingDetector:
 
     def _intent_classifier(self) -> IntentClassifier:
         if self._intent is None:
-            # one fit a process for each embedder (the default examples are the same for all)
+            # the shipped weights, or one fit a process for each embedder
             with _FITTING:
                 if self._make not in _FITTED:
                     self._embed([])  # the embedder, whose model the shipped weights name
