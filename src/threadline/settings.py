@@ -59,7 +59,8 @@ class Settings:
     # its embedding detector (the dense extra); None: where the extra is installed
     monitor_embeddings: bool | None = None
     # its intent classifier (with the embedding detector): off unless asked for, since on
-    # the split never tuned on it raised false alarms on 3 of 18 look-alikes (docs/safety.md)
+    # the split never tuned on it raised false alarms on 3 of 18 look-alikes, and on 10 of 20
+    # benign conversations the model had wrongly refused (docs/safety.md)
     monitor_intent: bool = False
     # its model classifier: the backend it asks (a name THREADLINE_MODEL takes, configured
     # by the same settings); None: off

@@ -10,10 +10,13 @@ def test_reports_every_split_on_the_scripted_model(tl: Invoke) -> None:
              "--json")
     assert run.code == 0, run.err
     report = run.json()
-    assert set(report["splits"]) == {"dev", "seen", "heldout", "unseen", "blind", "blind2"}
+    assert set(report["splits"]) == {"dev", "seen", "heldout", "unseen", "blind", "blind2",
+                                     "overrefusal"}
     assert all(report["splits"][name]["tuned_on"]
                for name in ("dev", "seen", "heldout", "unseen", "blind"))
     assert not report["splits"]["blind2"]["tuned_on"]
+    assert not report["splits"]["overrefusal"]["tuned_on"]
+    assert report["splits"]["overrefusal"]["detection_rate"]["conversation"] is None
     assert report["detectors"] == ["rules"]
     human = tl("eval", "safety", "--model", "scripted", "--no-embeddings", "--no-planted",
                "--split", "blind2")

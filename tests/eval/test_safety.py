@@ -10,6 +10,7 @@ import pytest
 from threadline.errors import InputError
 from threadline.eval.safety import FAMILIES, SPLITS, Script, ScriptTurn, evaluate, load_scripts
 from threadline.providers.monitor import RuleDetector, TrajectoryMonitor
+from threadline.providers.monitor.rules import is_refusal
 
 
 def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
@@ -26,6 +27,10 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     unseen = {*FAMILIES["attack"], "parent", *(everyone - heldout - blind - blind2)}
     for split, found in scripts.items():
         families = {s.family for s in found}
+        if split == "overrefusal":  # look-alikes only, on personas the splits above use
+            assert families <= set(benign) and all(s.kind == "benign" for s in found)
+            assert all(any(is_refusal(t.reply) for t in s.turns) for s in found)
+            continue
         assert families == {"heldout": heldout, "unseen": unseen, "blind": blind,
                             "blind2": blind2}.get(split, original)
         assert all(s.single for s in found if s.kind == "attack")

@@ -22,7 +22,9 @@ Every figure is given per split: ``dev`` and ``seen`` (the rules and thresholds 
 on them), ``heldout``, ``unseen`` (written blind to the monitor by another hand) and
 ``blind`` (the same way, once ``unseen`` had been read), each run to report and later read
 and tuned on too; and ``blind2`` (written the same way, once every other split had been
-tuned on, and committed before anything ran on it), the one split no choice was made on.
+tuned on, and committed before anything ran on it), the one split of attacks no choice was
+made on; and ``overrefusal`` (benign conversations in which the model wrongly refuses and
+the user explains, written the same way): what the signals that follow refusals cost.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from threadline.standard import standard_engine
 from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
-SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2")
+SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal")
 TUNED_ON = ("dev", "seen", "heldout", "unseen", "blind")  # each was read, then tuned on
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
