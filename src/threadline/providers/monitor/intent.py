@@ -81,9 +81,8 @@ class IntentClassifier:
         """The shipped coefficients where they were fitted on ``examples`` (default: the
         shipped ones) with ``model``'s ``dim``-dimensional vectors; otherwise fitted here."""
         examples = examples or IntentExamples.default()
-        why = _unusable(weights, examples.digest(), model, dim)
-        if why is None:
-            data = json.loads(weights.read_text("utf-8"))
+        data, why = _read(weights, examples.digest(), model, dim)
+        if data is not None:
             return cls(data["coef"], data["bias"])
         log.info("fitting the monitor's intent classifier (%d examples): %s",
                  len(examples.forbidden) + len(examples.allowed), why)
@@ -103,23 +102,25 @@ class IntentClassifier:
         path.write_text(json.dumps(data, indent=1) + "\n", "utf-8")
 
 
-def _unusable(path: Path, digest: str, model: str | None, dim: int | None) -> str | None:
-    """Why the weights in ``path`` cannot stand for a fit (None: they can)."""
+def _read(path: Path, digest: str, model: str | None, dim: int | None
+          ) -> tuple[dict[str, Any] | None, str]:
+    """The weights in ``path`` where they can stand for a fit of the examples with
+    ``digest`` by ``model``, else None and why not."""
     try:
         data = json.loads(path.read_text("utf-8"))
     except OSError as err:
-        return f"no weights at {path} ({err.strerror or err})"
+        return None, f"no weights at {path} ({err.strerror or err})"
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return f"{path} is not JSON"
+        return None, f"{path} is not JSON"
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        return f"{path} is not an intent classifier weights file"
+        return None, f"{path} is not an intent classifier weights file"
     if model is None or data.get("model") != model or data.get("dim") != dim:
-        return f"{path} was fitted with {data.get('model')!r}, not {model!r}"
+        return None, f"{path} was fitted with {data.get('model')!r}, not {model!r}"
     if (data.get("examples") or {}).get("digest") != digest:
-        return f"{path} was fitted on other examples"
+        return None, f"{path} was fitted on other examples"
     coef = data.get("coef")
     if not (isinstance(coef, list) and len(coef) == dim
             and all(isinstance(c, int | float) for c in coef)
             and isinstance(data.get("bias"), int | float)):
-        return f"{path} is damaged: its coefficients do not match its header"
-    return None
+        return None, f"{path} is damaged: its coefficients do not match its header"
+    return data, ""
