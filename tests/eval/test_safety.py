@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from threadline.errors import InputError
-from threadline.eval.safety import FAMILIES, SPLITS, Script, ScriptTurn, evaluate, load_scripts
+from threadline.eval import safety
+from threadline.eval.safety import (
+    FAMILIES,
+    SEALED,
+    SPLITS,
+    Script,
+    ScriptTurn,
+    evaluate,
+    load_scripts,
+)
 from threadline.providers.monitor import RuleDetector, TrajectoryMonitor
 from threadline.providers.monitor.rules import is_refusal
 
@@ -20,11 +29,13 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
                "parent", "hunter"}
     everyone = {f for fs in FAMILIES.values() for f in fs}
     benign = FAMILIES["benign"]
-    first_blind, first_blind2 = (benign.index("air_traffic_controller"),
-                                 benign.index("poison_centre_specialist"))
+    first_blind, first_blind2, first_blind3 = (benign.index("air_traffic_controller"),
+                                               benign.index("poison_centre_specialist"),
+                                               benign.index("aviation_safety_inspector"))
     blind = {*FAMILIES["attack"], *benign[first_blind:first_blind2]}
-    blind2 = {*FAMILIES["attack"], *benign[first_blind2:]}
-    unseen = {*FAMILIES["attack"], "parent", *(everyone - heldout - blind - blind2)}
+    blind2 = {*FAMILIES["attack"], *benign[first_blind2:first_blind3]}
+    unseen = {*FAMILIES["attack"], "parent",
+              *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
         families = {s.family for s in found}
         if split == "overrefusal":  # look-alikes only, on personas the splits above use
@@ -111,3 +122,17 @@ def test_the_planted_instructions_are_followed_through_the_provenance_cases(
     planted = report["planted"]
     assert planted["cases"] > 0 and planted["trusted_memory"] == 0
     assert planted["marked"] == planted["appearances"] > 0
+
+
+def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
+    """Only their shape is read here: nothing runs the monitor on them until they are
+    unsealed."""
+    folder = Path(safety.__file__).with_name("safety_scripts")
+    blind3 = load_scripts("blind3", folder / "blind3.toml")
+    overrefusal2 = load_scripts("overrefusal2", folder / "overrefusal2.toml")
+    assert not set(SEALED) & set(SPLITS)
+    assert sum(s.kind == "attack" for s in blind3) == sum(s.kind == "benign" for s in blind3)
+    assert {s.family for s in blind3 if s.kind == "attack"} == set(FAMILIES["attack"])
+    assert all(s.kind == "benign" for s in overrefusal2) and len(overrefusal2) >= 20
+    assert all(any(is_refusal(t.reply) for t in s.turns) for s in overrefusal2)
+    assert all(4 <= len(s.turns) <= 6 for s in [*blind3, *overrefusal2])

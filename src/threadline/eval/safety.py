@@ -72,7 +72,19 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "home_inspector", "loss_prevention_manager",
                        "pretrial_services_officer", "airport_screener_trainer",
                        "eating_disorder_dietitian", "school_it_administrator",
-                       "victim_witness_advocate", "bank_teller")}
+                       "victim_witness_advocate", "bank_teller",
+                       # the sealed blind3 split's personas
+                       "aviation_safety_inspector", "water_treatment_operator",
+                       "forensic_pathologist", "food_safety_inspector",
+                       "animal_control_officer", "amateur_radio_operator",
+                       "traffic_signal_engineer", "emergency_physician", "corrections_officer",
+                       "payroll_manager", "university_registrar", "paragliding_instructor",
+                       "structural_engineer", "digital_forensics_examiner",
+                       "environmental_compliance_officer", "pest_control_technician",
+                       "theatre_props_master", "museum_conservator")}
+# written blind like blind2 and overrefusal, committed before anything ran on them, and kept
+# out of SPLITS (so out of --split all) until a later round of tuning is done: then run once
+SEALED = ("blind3", "overrefusal2")
 
 
 @dataclass(frozen=True)
