@@ -92,7 +92,7 @@ def test_weights_that_cannot_stand_for_the_fit_are_fitted_instead(
     path = tmp_path / "intent.json"
     IntentClassifier.fitted(_toy_embed, TOY).write(path, model="toy", examples=TOY)
     data = json.loads(path.read_text("utf-8"))
-    data["coef"] = [5.0, 5.0]  # what a fit would never give: used only if the file is
+    data["coef"] = [5.0, 5.0]  # what no fit gives: seen only if the file were used
     model = "toy"
     if damage == "missing":
         path.unlink()

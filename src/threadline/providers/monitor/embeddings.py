@@ -33,7 +33,7 @@ from typing import Any
 
 from threadline.errors import InputError
 from threadline.providers.monitor.intent import IntentClassifier
-from threadline.providers.monitor.rules import WINDOW, Policy, is_refusal
+from threadline.providers.monitor.rules import WINDOW, Policy, refusals
 from threadline.providers.monitor.signals import Signal, clip
 from threadline.providers.monitor.trajectory import Trajectory
 from threadline.retrieval import dense
@@ -129,11 +129,11 @@ class EmbeddingDetector:
                               f"p {union_p:.2f} (recent messages), {alone_p:.2f} (this one) "
                               "of a forbidden request"))
             # pressing on after the model refused: a request half as plain is enough then
-            refusals = sum(1 for reply in trajectory.replies() if is_refusal(reply))
-            if refusals:
+            refused = refusals(trajectory)
+            if refused:
                 out.append(Signal("persistence", clip((p - PERSIST_FLOOR)
                                                       / (PERSIST_CEILING - PERSIST_FLOOR)),
-                                  f"p {p:.2f} of a forbidden request after {refusals} "
+                                  f"p {p:.2f} of a forbidden request after {refused} "
                                   "refusals"))
         start = 1 - float(message @ first) if trajectory.turns else 0.0
         away = 1 - float(message @ scope) if scope is not None else 0.0

@@ -147,6 +147,11 @@ def is_refusal(reply: str) -> bool:
     return bool(REFUSAL.search(reply[:400]))
 
 
+def refusals(trajectory: Trajectory) -> int:
+    """How many of the conversation's replies so far refused."""
+    return sum(1 for reply in trajectory.replies() if is_refusal(reply))
+
+
 class RuleDetector:
     name = "rules"
 
@@ -187,8 +192,8 @@ class RuleDetector:
                       f"{start:.1f} at the start, {now:.1f} now")
 
     def _reframing(self, trajectory: Trajectory, union: float) -> Signal:
-        refusals = sum(1 for reply in trajectory.replies() if is_refusal(reply))
-        if not refusals or not REFRAME.search(trajectory.message) or union < 0.3:
-            return Signal("reframing", 0.0, f"{refusals} refusals so far")
-        return Signal("reframing", clip(0.5 + 0.2 * refusals),
-                      f"reframed after {refusals} refusals")
+        refused = refusals(trajectory)
+        if not refused or not REFRAME.search(trajectory.message) or union < 0.3:
+            return Signal("reframing", 0.0, f"{refused} refusals so far")
+        return Signal("reframing", clip(0.5 + 0.2 * refused),
+                      f"reframed after {refused} refusals")
