@@ -9,7 +9,8 @@
                example names (docs/safety.md)
     persistence  (with ``intent=True``, once the model has refused in this conversation) the
                same probability on a lower scale: asking on after a refusal is the
-               conversation-level sign of an attack that a message alone does not show
+               conversation-level sign of an attack that a message alone does not show;
+               nothing once the user has answered a refusal with their role or purpose
     drift      how far the new message has moved from the conversation's first message and
                from the system prompt's scope, in meaning
 
@@ -33,7 +34,12 @@ from typing import Any
 
 from threadline.errors import InputError
 from threadline.providers.monitor.intent import IntentClassifier
-from threadline.providers.monitor.rules import WINDOW, Policy, refusals
+from threadline.providers.monitor.rules import (
+    WINDOW,
+    Policy,
+    account_after_refusal,
+    refusals,
+)
 from threadline.providers.monitor.signals import Signal, clip
 from threadline.providers.monitor.trajectory import Trajectory
 from threadline.retrieval import dense
@@ -128,18 +134,26 @@ class EmbeddingDetector:
             out.append(Signal("intent", clip((p - INTENT_FLOOR) / (INTENT_CEILING - INTENT_FLOOR)),
                               f"p {union_p:.2f} (recent messages), {alone_p:.2f} (this one) "
                               "of a forbidden request"))
-            # pressing on after the model refused: a request half as plain is enough then
             refused = refusals(trajectory)
             if refused:
-                out.append(Signal("persistence", clip((p - PERSIST_FLOOR)
-                                                      / (PERSIST_CEILING - PERSIST_FLOOR)),
-                                  f"p {p:.2f} of a forbidden request after {refused} "
-                                  "refusals"))
+                out.append(_persistence(trajectory, p, refused))
         start = 1 - float(message @ first) if trajectory.turns else 0.0
         away = 1 - float(message @ scope) if scope is not None else 0.0
         out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
                           f"meaning: {start:.2f} from the start, {away:.2f} from the scope"))
         return out
+
+
+def _persistence(trajectory: Trajectory, p: float, refused: int) -> Signal:
+    """Pressing on after the model refused: a request half as plain is enough then. Not
+    where the user has answered the refusal with who they are or why they ask: a wrongly
+    refused user does that, and is no attacker pressing on (``rules.account_after_refusal``)."""
+    explained = account_after_refusal(trajectory)
+    if explained is not None:
+        return Signal("persistence", 0.0,
+                      f"after {refused} refusals, the user explained: {explained[:60]!r}")
+    return Signal("persistence", clip((p - PERSIST_FLOOR) / (PERSIST_CEILING - PERSIST_FLOOR)),
+                  f"p {p:.2f} of a forbidden request after {refused} refusals")
 
 
 def _dimension(embedder: Any) -> int | None:

@@ -113,17 +113,39 @@ BACKREF = _pattern(
     r"expand on", r"go deeper", r"building on", r"elaborate", r"the part about",
     r"continue from where", r"from where you left", r"your (?:earlier|previous|last) (?:answer|"
     r"point|reply)", r"more detail")
-REFRAME = _pattern(
+# the request recast for the model: a game, a story, a persona, a hypothetical, a jailbreak
+RECAST = _pattern(
     r"hypothetical", r"pretend", r"role[- ]?play", r"in character", r"stay in character",
     r"you are now", r"imagine you are", r"let'?s play", r"a game\b", r"fictional",
     r"for a (?:novel|story|movie|film|book|school project)", r"it'?s for (?:a|my)",
     r"in (?:this|the) story", r"no (?:rules|laws|disclaimers)", r"ignore (?:your|all|previous)",
-    r"\bDAN\b", r"as the (?:forger|villain|character|burglar)", r"i'?m a (?:researcher|"
-    r"professional|doctor|police)", r"(?:with|have) clearance", r"just the (?:chemistry|steps)")
+    r"\bDAN\b", r"as the (?:forger|villain|character|burglar)", r"just the (?:chemistry|steps)")
+# credentials claimed to unlock the request; with a recast, what the reframing signal reads
+CREDENTIALS = _pattern(r"i'?m a (?:researcher|professional|doctor|police)",
+                       r"(?:with|have) clearance")
+REFRAME = re.compile(f"{RECAST.pattern}|{CREDENTIALS.pattern}", re.IGNORECASE)
+# the user's own account, the way a wrongly refused user explains: who they are (a role, a
+# trade, the people they answer for) or a protective or lawful purpose: general forms, not
+# any script's wording (chosen on the tuning splits, docs/safety.md). An attacker can say it
+# too, which is why it only takes away `persistence` (embeddings.py) and no other signal.
+ACCOUNT = _pattern(
+    r"i(?:'?m| am) (?:a|an|the|his|her|their|your|our)\b",
+    r"i(?:'?m| am) (?:licen[cs]ed|certified|registered|qualified|trained|authori[sz]ed)",
+    r"i (?:work|teach|train|volunteer|run|manage|supervise|coach|practi[cs]e|lecture)\b",
+    r"(?:my|our) (?:job|work|profession|role|practice|business|clinic|school|class|course|"
+    r"patients?|clients?|students?|staff|employees|customers|members|team|kids|children|son|"
+    r"daughter)\b",
+    r"to (?:stop|prevent|protect|warn|report|spot|recogni[sz]e|defend|treat)\b",
+    r"so (?:that )?(?:i|we|they|people|kids|staff) (?:can|could) (?:protect|help|warn|prevent|"
+    r"spot|recogni[sz]e|report|treat|teach|train|counsel|advise|fix|stay safe)",
+    r"safety\b", r"safely", r"legal(?:ly)?\b", r"lawful", r"by the book", r"permission",
+    r"properly", r"licen[cs]ed?\b", r"authori[sz](?:ed|ation)\b", r"certified", r"registered",
+    r"qualified", r"compliance", r"regulations?\b")
 REFUSAL = _pattern(
     r"i can'?t help", r"i cannot help", r"i can'?t (?:provide|assist|do that|include|give)",
     r"i won'?t (?:help|provide)", r"i'?m not able to", r"i am not able to", r"i must decline",
-    r"i can'?t comply", r"sorry, but i")
+    r"i can'?t comply", r"sorry, but i",
+    r"i can'?t continue")  # the monitor's own refusal (provider.py) is the conversation's too
 
 def harm_reading(policy: Policy, texts: Sequence[str]) -> tuple[float, dict[str, list[int]]]:
     """How much ``texts`` together read as a forbidden request, and which of them (by index)
@@ -150,6 +172,25 @@ def is_refusal(reply: str) -> bool:
 def refusals(trajectory: Trajectory) -> int:
     """How many of the conversation's replies so far refused."""
     return sum(1 for reply in trajectory.replies() if is_refusal(reply))
+
+
+def account_after_refusal(trajectory: Trajectory) -> str | None:
+    """The user's own account of a role or purpose (``ACCOUNT``), given in a message since
+    the model first refused, the new one included; None where there is none, or where the
+    new message recasts the request (``RECAST``): a story or a game is no explanation.
+
+    A wrongly refused user says who they are or why they ask, and asks again; an attacker
+    pressing on recasts the request or just asks again. ``persistence`` counts only the
+    second, and stays off for the rest of the conversation once the user has explained."""
+    if RECAST.search(trajectory.message):
+        return None
+    first = next((n for n, t in enumerate(trajectory.turns)
+                  if t.reply is not None and is_refusal(t.reply)), None)
+    if first is None:
+        return None
+    since = [t.user for t in trajectory.turns[first + 1:]] + [trajectory.message]
+    return next((text for text in since if ACCOUNT.search(text) and not RECAST.search(text)),
+                None)
 
 
 class RuleDetector:
