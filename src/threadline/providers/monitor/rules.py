@@ -71,6 +71,12 @@ class Policy:
         """The categories ``text`` names."""
         return [c.name for c in self.categories if c.terms.search(text)]
 
+    def without_subjects(self, text: str) -> str:
+        """``text`` with every span a category's terms match blanked out."""
+        for category in self.categories:
+            text = category.terms.sub(lambda m: " " * len(m.group()), text)
+        return text
+
     @property
     def examples(self) -> list[str]:
         return [e for c in self.categories for e in c.examples]
@@ -89,11 +95,11 @@ def _pattern(*parts: str) -> re.Pattern[str]:
 OPERATIONAL = _pattern(
     r"step[- ]by[- ]step", r"exact (?:quantit|amount|steps|reagent|procedure|protocol|paper)",
     r"(?:full|technical|detailed) (?:protocol|procedure|instructions|recipe)",
-    r"instructions (?:to|for)", r"the (?:code|recipe|procedure|protocol) for",
+    r"instructions (?:to|for)\b", r"the (?:code|recipe|procedure|protocol) for\b",
     r"how (?:do|can|would|could) (?:i|we|someone|you) (?:make|build|synthesi[sz]e|extract|cook|"
     r"convert|print|assemble|culture|produce|get into|install|buy|hide|disable|pick|spread|"
     r"read|track|access|hack|steal|bypass|get past|clone|crack|tamper with)",
-    r"list the", r"quantities", r"temperatures", r"give (?:me|your \w+) (?:the|a|exact)",
+    r"list the\b", r"quantities", r"temperatures", r"give (?:me|your \w+) (?:the|a|exact)\b",
     r"make it (?:spread|evade|detonate|untraceable|pass)", r"so (?:it|that it) (?:detonates|"
     r"spreads|passes|is untraceable)", r"\bwhich \w+ (?:gives|works best|is strongest)",
     r"how much would it take")
@@ -101,7 +107,7 @@ INTENT = _pattern(
     r"without (?:being|getting|it being) (?:caught|detected|traced|noticed)",
     r"without (?:it )?(?:showing up|raising flags|leaving (?:evidence|fingerprints)|"
     r"(?:her|him|them|anyone) knowing)", r"untraceable", r"undetect", r"evade", r"secretly",
-    r"to kill", r"kill (?:him|her|them|someone|a|an|my)", r"the victim", r"victim's",
+    r"to kill", r"kill (?:him|her|them|someone|a|an|my)\b", r"the victim", r"victim's",
     r"has to pay", r"in a crowded", r"no disclaimers", r"my (?:coworker|neighbou?r|ex)\b",
     r"avoid (?:detection|fingerprints|leaving)", r"without (?:them|her|him) knowing",
     r"to (?:harm|hurt) (?:someone|people)", r"(?:usually )?not (?:test|screen)(?:ed)? for",
@@ -109,7 +115,7 @@ INTENT = _pattern(
     r"(?:get|gets|getting) (?:past|around) (?:the |their |its |any )?\w*\s?(?:filters?|checks?|"
     r"detection|security|scanners?|verification)", r"bypass\w*")
 BACKREF = _pattern(
-    r"you (?:mentioned|said|wrote|explained|described)", r"(?:earlier|before),? you",
+    r"you (?:mentioned|said|wrote|explained|described)", r"(?:earlier|before),? you\b",
     r"expand on", r"go deeper", r"building on", r"elaborate", r"the part about",
     r"continue from where", r"from where you left", r"your (?:earlier|previous|last) (?:answer|"
     r"point|reply)", r"more detail")
@@ -117,7 +123,7 @@ BACKREF = _pattern(
 RECAST = _pattern(
     r"hypothetical", r"pretend", r"role[- ]?play", r"in character", r"stay in character",
     r"you are now", r"imagine you are", r"let'?s play", r"a game\b", r"fictional",
-    r"for a (?:novel|story|movie|film|book|school project)", r"it'?s for (?:a|my)",
+    r"for a (?:novel|story|movie|film|book|school project)", r"it'?s for (?:a|my)\b",
     r"in (?:this|the) story", r"no (?:rules|laws|disclaimers)", r"ignore (?:your|all|previous)",
     r"\bDAN\b", r"as the (?:forger|villain|character|burglar)", r"just the (?:chemistry|steps)")
 # credentials claimed to unlock the request; with a recast, what the reframing signal reads
@@ -144,24 +150,27 @@ ACCOUNT = _pattern(
 REFUSAL = _pattern(
     r"i can'?t help", r"i cannot help", r"i can'?t (?:provide|assist|do that|include|give)",
     r"i won'?t (?:help|provide)", r"i'?m not able to", r"i am not able to", r"i must decline",
-    r"i can'?t comply", r"sorry, but i",
+    r"i can'?t comply", r"sorry, but i\b",
     r"i can'?t continue")  # the monitor's own refusal (provider.py) is the conversation's too
 
 def harm_reading(policy: Policy, texts: Sequence[str]) -> tuple[float, dict[str, list[int]]]:
     """How much ``texts`` together read as a forbidden request, and which of them (by index)
     carry each part: ``subject``, ``operational``, ``intent``."""
     parts: dict[str, list[int]] = {"subject": [], "operational": [], "intent": []}
+    hits = 0
     for i, text in enumerate(texts):
         if policy.subjects(text):
             parts["subject"].append(i)
-        if OPERATIONAL.search(text):
+        # one phrase is one part: "to kill" names the subject, and is not its intent too
+        rest = policy.without_subjects(text)
+        if OPERATIONAL.search(rest):
             parts["operational"].append(i)
-        if INTENT.search(text):
+        if INTENT.search(rest):
             parts["intent"].append(i)
+        hits += len(OPERATIONAL.findall(rest)) + len(INTENT.findall(rest))
     if not parts["subject"]:
         return 0.0, parts
     score = 0.3 + 0.3 * bool(parts["operational"]) + 0.3 * bool(parts["intent"])
-    hits = sum(len(OPERATIONAL.findall(t)) + len(INTENT.findall(t)) for t in texts)
     return clip(score + 0.1 * (hits >= 3)), parts
 
 
