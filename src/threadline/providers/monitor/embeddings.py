@@ -49,7 +49,7 @@ log = logging.getLogger("threadline.monitor")
 SEMANTIC_FLOOR, SEMANTIC_CEILING = 0.50, 0.80  # cosine → score 0 … 1 (tuned on dev)
 # probability → score 0 … 1, for the message as it comes and once the model has refused
 # (both chosen on the tuning splits: docs/safety.md)
-INTENT_FLOOR, INTENT_CEILING = 0.60, 1.0
+INTENT_FLOOR, INTENT_CEILING = 0.65, 1.0
 PERSIST_FLOOR, PERSIST_CEILING = 0.20, 0.70
 # MiniLM puts unrelated sentences at a cosine of ~0.1-0.3: a distance under this is no drift
 DRIFT_FLOOR = 0.6
