@@ -20,6 +20,7 @@ detector's (``embeddings.py``): measured on words, every message drifts.
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from collections.abc import Sequence
@@ -73,9 +74,11 @@ class Policy:
 
     def without_subjects(self, text: str) -> str:
         """``text`` with every span a category's terms match blanked out."""
-        for category in self.categories:
-            text = category.terms.sub(lambda m: " " * len(m.group()), text)
-        return text
+        return self._any_term.sub(lambda m: " " * len(m.group()), text)
+
+    @functools.cached_property
+    def _any_term(self) -> re.Pattern[str]:
+        return re.compile("|".join(c.terms.pattern for c in self.categories), re.IGNORECASE)
 
     @property
     def examples(self) -> list[str]:
@@ -159,10 +162,11 @@ def harm_reading(policy: Policy, texts: Sequence[str]) -> tuple[float, dict[str,
     parts: dict[str, list[int]] = {"subject": [], "operational": [], "intent": []}
     hits = 0
     for i, text in enumerate(texts):
-        if policy.subjects(text):
+        named = policy.subjects(text)
+        if named:
             parts["subject"].append(i)
         # one phrase is one part: "to kill" names the subject, and is not its intent too
-        rest = policy.without_subjects(text)
+        rest = policy.without_subjects(text) if named else text
         if OPERATIONAL.search(rest):
             parts["operational"].append(i)
         if INTENT.search(rest):
