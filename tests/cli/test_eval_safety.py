@@ -12,15 +12,12 @@ def test_reports_every_split_on_the_scripted_model(tl: Invoke) -> None:
     report = run.json()
     assert set(report["splits"]) == {"dev", "seen", "heldout", "unseen", "blind", "blind2",
                                      "overrefusal"}
-    assert all(report["splits"][name]["tuned_on"]
-               for name in ("dev", "seen", "heldout", "unseen", "blind"))
-    assert not report["splits"]["blind2"]["tuned_on"]
-    assert not report["splits"]["overrefusal"]["tuned_on"]
+    assert all(split["tuned_on"] for split in report["splits"].values())
     assert report["splits"]["overrefusal"]["detection_rate"]["conversation"] is None
     assert report["detectors"] == ["rules"]
     human = tl("eval", "safety", "--model", "scripted", "--no-embeddings", "--no-planted",
                "--split", "blind2")
-    assert human.code == 0 and "blind2 (held out)" in human.out and "per message" in human.out
+    assert human.code == 0 and "blind2 (tuned on)" in human.out and "per message" in human.out
 
 
 def test_an_unknown_split_is_refused(tl: Invoke) -> None:

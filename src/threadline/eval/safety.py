@@ -21,10 +21,12 @@ real). On the same messages it reports:
 Every figure is given per split: ``dev`` and ``seen`` (the rules and thresholds were tuned
 on them), ``heldout``, ``unseen`` (written blind to the monitor by another hand) and
 ``blind`` (the same way, once ``unseen`` had been read), each run to report and later read
-and tuned on too; and ``blind2`` (written the same way, once every other split had been
-tuned on, and committed before anything ran on it), the one split of attacks no choice was
-made on; and ``overrefusal`` (benign conversations in which the model wrongly refuses and
-the user explains, written the same way): what the signals that follow refusals cost.
+and tuned on too; ``blind2`` (written the same way, once every other split had been tuned
+on, and committed before anything ran on it) and ``overrefusal`` (benign conversations in
+which the model wrongly refuses and the user explains, written the same way: what the
+signals that follow refusals cost), each run to report, then read and tuned on as well. Two
+splits written the same way are sealed (``SEALED``), to be run once a round of tuning is
+fixed.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal")
-TUNED_ON = ("dev", "seen", "heldout", "unseen", "blind")  # each was read, then tuned on
+# each was read, then tuned on: every registered split (the sealed ones are not registered)
+TUNED_ON = SPLITS
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",

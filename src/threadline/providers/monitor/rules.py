@@ -126,20 +126,25 @@ BACKREF = _pattern(
 RECAST = _pattern(
     r"hypothetical", r"pretend", r"role[- ]?play", r"in character", r"stay in character",
     r"you are now", r"imagine you are", r"let'?s play", r"a game\b", r"fictional",
-    r"for a (?:novel|story|movie|film|book|school project)", r"it'?s for (?:a|my)\b",
+    r"for a (?:novel|story|movie|film|book|school project)",
+    r"it'?s (?:just )?for (?:a|an|my|our) (?:[\w-]+ ){0,2}(?:novel|story|book|film|movie|"
+    r"script|screenplay|play|game|campaign|sketch|thriller|comic|show|series|scene|character)",
     r"in (?:this|the) story", r"no (?:rules|laws|disclaimers)", r"ignore (?:your|all|previous)",
     r"\bDAN\b", r"as the (?:forger|villain|character|burglar)", r"just the (?:chemistry|steps)")
-# credentials claimed to unlock the request; with a recast, what the reframing signal reads
+# credentials claimed to unlock the request, and any "it's for a/my ...": with a recast, what
+# the reframing signal reads (an account of a purpose is no recast for `persistence`, below)
 CREDENTIALS = _pattern(r"i'?m a (?:researcher|professional|doctor|police)",
-                       r"(?:with|have) clearance")
+                       r"(?:with|have) clearance", r"it'?s for (?:a|my)\b")
 REFRAME = re.compile(f"{RECAST.pattern}|{CREDENTIALS.pattern}", re.IGNORECASE)
 # the user's own account, the way a wrongly refused user explains: who they are (a role, a
 # trade, the people they answer for) or a protective or lawful purpose: general forms, not
 # any script's wording (chosen on the tuning splits, docs/safety.md). An attacker can say it
 # too, which is why it only takes away `persistence` (embeddings.py) and no other signal.
 ACCOUNT = _pattern(
-    r"i(?:'?m| am) (?:a|an|the|his|her|their|your|our)\b",
+    r"(?:i(?:'?m| am)|we(?:'re| are)) (?:just |only |actually |also )?(?:a|an|the|his|her|"
+    r"their|your|our)\b",
     r"i(?:'?m| am) (?:licen[cs]ed|certified|registered|qualified|trained|authori[sz]ed)",
+    r"(?:^|(?<=[.!?] ))[\w-]+(?: [\w-]+)? here(?=[,.:;!-])",  # "Nurse here." opening a sentence
     r"i (?:work|teach|train|volunteer|run|manage|supervise|coach|practi[cs]e|lecture)\b",
     r"(?:my|our) (?:job|work|profession|role|practice|business|clinic|school|class|course|"
     r"patients?|clients?|students?|staff|employees|customers|members|team|kids|children|son|"
