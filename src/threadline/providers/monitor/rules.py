@@ -20,7 +20,6 @@ detector's (``embeddings.py``): measured on words, every message drifts.
 
 from __future__ import annotations
 
-import functools
 import re
 import tomllib
 from collections.abc import Sequence
@@ -72,13 +71,9 @@ class Policy:
         """The categories ``text`` names."""
         return [c.name for c in self.categories if c.terms.search(text)]
 
-    def without_subjects(self, text: str) -> str:
-        """``text`` with every span a category's terms match blanked out."""
-        return self._any_term.sub(lambda m: " " * len(m.group()), text)
-
-    @functools.cached_property
-    def _any_term(self) -> re.Pattern[str]:
-        return re.compile("|".join(c.terms.pattern for c in self.categories), re.IGNORECASE)
+    def subject_spans(self, text: str) -> list[tuple[int, int]]:
+        """Where in ``text`` a category's terms match."""
+        return [m.span() for c in self.categories for m in c.terms.finditer(text)]
 
     @property
     def examples(self) -> list[str]:
@@ -167,20 +162,25 @@ def harm_reading(policy: Policy, texts: Sequence[str]) -> tuple[float, dict[str,
     parts: dict[str, list[int]] = {"subject": [], "operational": [], "intent": []}
     hits = 0
     for i, text in enumerate(texts):
-        named = policy.subjects(text)
-        if named:
+        spans = policy.subject_spans(text)
+        if spans:
             parts["subject"].append(i)
-        # one phrase is one part: "to kill" names the subject, and is not its intent too
-        rest = policy.without_subjects(text) if named else text
-        if OPERATIONAL.search(rest):
-            parts["operational"].append(i)
-        if INTENT.search(rest):
-            parts["intent"].append(i)
-        hits += len(OPERATIONAL.findall(rest)) + len(INTENT.findall(rest))
+        for part, pattern in (("operational", OPERATIONAL), ("intent", INTENT)):
+            found = _outside(pattern, text, spans)
+            if found:
+                parts[part].append(i)
+            hits += found
     if not parts["subject"]:
         return 0.0, parts
     score = 0.3 + 0.3 * bool(parts["operational"]) + 0.3 * bool(parts["intent"])
     return clip(score + 0.1 * (hits >= 3)), parts
+
+
+def _outside(pattern: re.Pattern[str], text: str, spans: Sequence[tuple[int, int]]) -> int:
+    """How many of ``pattern``'s matches in ``text`` are more than a subject's own words: one
+    phrase is one part ("to kill" names the subject, and is not its intent as well)."""
+    return sum(1 for m in pattern.finditer(text)
+               if not any(start <= m.start() and m.end() <= end for start, end in spans))
 
 
 def is_refusal(reply: str) -> bool:
