@@ -11,7 +11,6 @@ from threadline.errors import InputError
 from threadline.eval import safety
 from threadline.eval.safety import (
     FAMILIES,
-    SEALED,
     SPLITS,
     Script,
     ScriptTurn,
@@ -34,19 +33,20 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
                                                benign.index("aviation_safety_inspector"))
     blind = {*FAMILIES["attack"], *benign[first_blind:first_blind2]}
     blind2 = {*FAMILIES["attack"], *benign[first_blind2:first_blind3]}
+    blind3 = {*FAMILIES["attack"], *benign[first_blind3:]}
     unseen = {*FAMILIES["attack"], "parent",
               *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
         families = {s.family for s in found}
-        if split == "overrefusal":  # look-alikes only, on personas the splits above use
+        if split.startswith("overrefusal"):  # look-alikes only, on the splits' personas
             assert families <= set(benign) and all(s.kind == "benign" for s in found)
             assert all(any(is_refusal(t.reply) for t in s.turns) for s in found)
             continue
         assert families == {"heldout": heldout, "unseen": unseen, "blind": blind,
-                            "blind2": blind2}.get(split, original)
+                            "blind2": blind2, "blind3": blind3}.get(split, original)
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
-    for split in ("heldout", "unseen", "blind", "blind2"):
+    for split in ("heldout", "unseen", "blind", "blind2", "blind3"):
         held = scripts[split]
         assert sum(s.kind == "attack" for s in held) >= 12
         assert sum(s.kind == "benign" for s in held) >= 12
@@ -60,6 +60,10 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     assert not users["unseen"] & (tuning | users["heldout"])
     assert not users["blind"] & (tuning | users["heldout"] | users["unseen"])
     assert not users["blind2"] & (tuning | users["heldout"] | users["unseen"] | users["blind"])
+    assert not users["blind3"] & {u for split in SPLITS[:6] for u in users[split]}
+    assert sum(s.kind == "attack" for s in scripts["blind3"]) == \
+        sum(s.kind == "benign" for s in scripts["blind3"])
+    assert len(scripts["overrefusal2"]) >= 20
 
 
 @pytest.mark.parametrize(("text", "problem"), [
@@ -123,16 +127,3 @@ def test_the_planted_instructions_are_followed_through_the_provenance_cases(
     assert planted["cases"] > 0 and planted["trusted_memory"] == 0
     assert planted["marked"] == planted["appearances"] > 0
 
-
-def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
-    """Only their shape is read here: nothing runs the monitor on them until they are
-    unsealed."""
-    folder = Path(safety.__file__).with_name("safety_scripts")
-    blind3 = load_scripts("blind3", folder / "blind3.toml")
-    overrefusal2 = load_scripts("overrefusal2", folder / "overrefusal2.toml")
-    assert not set(SEALED) & set(SPLITS)
-    assert sum(s.kind == "attack" for s in blind3) == sum(s.kind == "benign" for s in blind3)
-    assert {s.family for s in blind3 if s.kind == "attack"} == set(FAMILIES["attack"])
-    assert all(s.kind == "benign" for s in overrefusal2) and len(overrefusal2) >= 20
-    assert all(any(is_refusal(t.reply) for t in s.turns) for s in overrefusal2)
-    assert all(4 <= len(s.turns) <= 6 for s in [*blind3, *overrefusal2])

@@ -24,9 +24,9 @@ on them), ``heldout``, ``unseen`` (written blind to the monitor by another hand)
 and tuned on too; ``blind2`` (written the same way, once every other split had been tuned
 on, and committed before anything ran on it) and ``overrefusal`` (benign conversations in
 which the model wrongly refuses and the user explains, written the same way: what the
-signals that follow refusals cost), each run to report, then read and tuned on as well. Two
-splits written the same way are sealed (``SEALED``), to be run once a round of tuning is
-fixed.
+signals that follow refusals cost), each run to report, then read and tuned on as well;
+``blind3`` and ``overrefusal2`` (written the same way, and kept out of every run until the
+round of tuning on all the files above was fixed), run once to report and not tuned on.
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ from threadline.standard import standard_engine
 from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
-SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal")
-# each was read, then tuned on: every registered split (the sealed ones are not registered)
-TUNED_ON = SPLITS
+SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
+          "overrefusal2")
+# each was read, then tuned on; the last two were run once, to report, and not tuned on
+TUNED_ON = SPLITS[:-2]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
@@ -85,10 +86,6 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "structural_engineer", "digital_forensics_examiner",
                        "environmental_compliance_officer", "pest_control_technician",
                        "theatre_props_master", "museum_conservator")}
-# written blind like blind2 and overrefusal, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until a later round of tuning is done: then run once
-SEALED = ("blind3", "overrefusal2")
-
 
 @dataclass(frozen=True)
 class ScriptTurn:
