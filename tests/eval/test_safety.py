@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from threadline.errors import InputError
-from threadline.eval import safety
 from threadline.eval.safety import (
     FAMILIES,
     SPLITS,
