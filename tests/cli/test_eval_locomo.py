@@ -49,7 +49,7 @@ def test_eval_locomo_reports_each_arm(tl: Invoke, tmp_path: Path) -> None:
     arms = {name: arm["test"] for name, arm in report["arms"].items()}
     assert report["questions"] == 3 and report["turns"] == 51
     assert set(arms) == {"threadline", "rules", "last_n", "full"}
-    assert report["threadline"]["steps"] == "turns+rerank+time+context"
+    assert report["threadline"]["steps"] == "turns+rerank+time+context+learned"
     assert arms["threadline"]["recall@3"] == 1.0  # both facts' turns recalled
     assert arms["threadline"]["by_category"]["single-hop"] == {
         "questions": 2, "recall@3": 1.0, "recall@10": 1.0}
@@ -84,6 +84,18 @@ def test_eval_locomo_refuses_an_unknown_arm(tl: Invoke, tmp_path: Path, arms: st
     data.write_text(json.dumps([_sample()]))
     run = tl("eval", "locomo", str(data), "--arms", arms)
     assert run.code != 0 and message in run.err
+
+
+def test_arms_name_the_learned_rerank_as_a_step() -> None:
+    from threadline.eval.locomo import ArmSpec
+
+    everything = ArmSpec.parse("all+dense")
+    assert everything.name == "turns+rerank+time+context+learned+dense" and everything.dense
+    assert everything.steps.learned and everything.steps.context
+    before = ArmSpec.parse("turns+rerank+time+context+dense")  # the rerank before the model
+    assert not before.steps.learned and before.steps.rerank
+    assert ArmSpec.parse("rules").steps == ArmSpec.parse("").steps
+    assert not ArmSpec.parse("rules").steps.learned
 
 
 @pytest.mark.parametrize(("content", "message"), [

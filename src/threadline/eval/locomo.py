@@ -160,7 +160,7 @@ def _when(text: str) -> datetime | None:
 @dataclass(frozen=True)
 class ArmSpec:
     """One way of recalling, by its steps: ``rules`` is the path before them, ``all`` is
-    turns+rerank+time+context; ``dense`` adds the embedding ranking."""
+    turns+rerank+time+context+learned; ``dense`` adds the embedding ranking."""
 
     name: str
     steps: Steps
@@ -170,18 +170,21 @@ class ArmSpec:
     def parse(cls, spec: str, *, dense: bool = False) -> ArmSpec:
         words = {w for w in spec.replace(" ", "").split("+") if w and w != "rules"}
         if "all" in words:
-            words = (words - {"all"}) | {"turns", "rerank", "time", "context"}
-        unknown = words - {"turns", "rerank", "time", "context", "dense"}
+            words = (words - {"all"}) | set(_STEPS[:-1])
+        unknown = words - set(_STEPS)
         if unknown:
             raise InputError(f"unknown recall step {', '.join(sorted(unknown))!r} in {spec!r}",
-                             hint="join steps with '+': turns, rerank, time, context, "
-                                  "dense; or 'rules' (none) or 'all' "
-                                  "(turns+rerank+time+context)")
+                             hint=f"join steps with '+': {', '.join(_STEPS)}; or 'rules' "
+                                  f"(none) or 'all' ({'+'.join(_STEPS[:-1])})")
         dense = dense or "dense" in words
-        name = "+".join(w for w in ("turns", "rerank", "time", "context", "dense")
-                        if w in words or (w == "dense" and dense)) or "rules"
+        name = "+".join(w for w in _STEPS if w in words or (w == "dense" and dense)) or "rules"
         return cls(name, Steps(turns="turns" in words, time="time" in words,
-                               rerank="rerank" in words, context="context" in words), dense)
+                               rerank="rerank" in words, context="context" in words,
+                               learned="learned" in words), dense)
+
+
+# recall's steps as arms name them, in order ('all' is every one but dense)
+_STEPS = ("turns", "rerank", "time", "context", "learned", "dense")
 
 
 @dataclass
@@ -228,7 +231,8 @@ class Evaluation:
 
 def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, ks: Sequence[int] = KS,
              window: int = 20, threshold: float | None = None,
-             arms: Sequence[ArmSpec] = (ArmSpec("turns+rerank+time+context", ALL, False),),
+             arms: Sequence[ArmSpec] = (ArmSpec("turns+rerank+time+context+learned", ALL,
+                                                False),),
              embedder: Embedder | None = None,
              progress: Callable[[str], None] | None = None) -> Evaluation:
     """Ingest, learn and ask every sample in a scratch store; the measurements, by arm. An
@@ -258,8 +262,22 @@ def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, ks: Sequence[in
     return result
 
 
-def _one(sample: Sample, split: str, store: SQLiteStore, tokenizer: Tokenizer,
-         result: Evaluation, embedder: Embedder | None) -> dict[str, Any]:
+@dataclass
+class Ingested:
+    """A sample read into a store: each speaker's memory as the writer learned it, session by
+    session, and the clock (a day after the last session once read)."""
+
+    memory: MemoryStore
+    vectors: MemoryVectors | None
+    writer: MemoryWriter
+    conversation: str
+    seqs: dict[int, str]  # each item's LoCoMo dia_id
+    clock: list[datetime]
+
+
+def ingest(sample: Sample, store: SQLiteStore, embedder: Embedder | None) -> Ingested:
+    """Each session's turns as messages of their speakers, dated by the session, the writer
+    learning after each session (and embedding, with ``embedder``)."""
     clock = [sample.sessions[0].when]
     memory = MemoryStore(store, clock=lambda: clock[0])
     vectors = None if embedder is None else MemoryVectors(memory, lambda: embedder)
@@ -277,6 +295,15 @@ def _one(sample: Sample, split: str, store: SQLiteStore, tokenizer: Tokenizer,
         while writer.run(limit=500):
             pass
     clock[0] = sample.sessions[-1].when + timedelta(days=1)
+    return Ingested(memory, vectors, writer, conversation, seqs, clock)
+
+
+def _one(sample: Sample, split: str, store: SQLiteStore, tokenizer: Tokenizer,
+         result: Evaluation, embedder: Embedder | None) -> dict[str, Any]:
+    read = ingest(sample, store, embedder)
+    memory, vectors, writer, seqs, clock = read.memory, read.vectors, read.writer, read.seqs, \
+        read.clock
+    conversation = read.conversation
     recalls = {spec.name: MemoryRecall(memory, k=max(result.ks), threshold=result.threshold,
                                        steps=spec.steps,
                                        dense=vectors if spec.dense else None)
@@ -292,7 +319,7 @@ def _one(sample: Sample, split: str, store: SQLiteStore, tokenizer: Tokenizer,
     for question in sample.questions:
         evidence = {e for e in question.evidence if e in known}
         scored = question.category != ADVERSARIAL and bool(evidence)
-        subjects = _subjects(question.text, sample.speakers)
+        subjects = speakers_named(question.text, sample.speakers)
         query = race([DETERMINISTIC], (), question.text).rewritten  # as a turn's recall does
         result.rewrite_changed += query != question.text
         for name, recall in recalls.items():
@@ -366,7 +393,7 @@ def _say(store: SQLiteStore, conversation: str, turn: Turn, when: datetime) -> I
         items=[NewItem.user(turn.text)])).items[0]
 
 
-def _subjects(question: str, speakers: tuple[str, str]) -> list[str]:
+def speakers_named(question: str, speakers: tuple[str, str]) -> list[str]:
     """The speakers a question names (by first name too), or both if it names neither."""
     named = [s for s in speakers if re.search(rf"\b{re.escape(s.split()[0])}\b", question,
                                               re.IGNORECASE)]

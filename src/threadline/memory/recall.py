@@ -13,8 +13,9 @@ the moment asked (not revised or withdrawn, not expired, not past their validity
    on the fused rank, the share of the query it covers (a turn with the message said before
    it: ``memory.context``), its similarity to the query, and time
    (``memory.when``: a question about *when* favours turns that place something in time; a
-   span the query names favours what was said during it), weighted by trust (an untrusted
-   entry counts half); see ``memory.rank``;
+   span the query names favours what was said during it), then by a logistic model over
+   those, how many of the best were said the same day, and how much of the turn is a
+   question, weighted by trust (an untrusted entry counts half); see ``memory.rank``;
 3. unless some candidate bears on the query by itself (its relevance: the share of the
    query's words it covers, with embeddings the mean of that and its similarity, at least
    the threshold), nothing is recalled, so a question about something never said recalls
@@ -39,7 +40,18 @@ from typing import Any
 from threadline.items import format_time
 from threadline.memory.context import turn_contexts
 from threadline.memory.dense import MemoryVectors
-from threadline.memory.rank import DENSE, LEXICAL, Candidate, Weights, fuse, group, score
+from threadline.memory.rank import (
+    DENSE,
+    DENSE_MODEL,
+    LEXICAL,
+    LEXICAL_MODEL,
+    Candidate,
+    Model,
+    Weights,
+    fuse,
+    group,
+    score,
+)
 from threadline.memory.store import MemoryEntry, MemoryKind, MemoryStore, Source, user_id_checked
 from threadline.memory.when import TimeQuery, time_query
 from threadline.rewrite.anchors import STOPWORDS
@@ -70,10 +82,12 @@ class Steps:
     time: bool = True    # a question about when, or naming a span, favours what fits it
     rerank: bool = True  # fused rank + coverage + similarity + time, not coverage alone
     context: bool = True  # a turn covers the words of the message before it too
+    learned: bool = True  # the rerank's second pass: a logistic model, with day support and
+    #                       how much of a turn asks (needs rerank)
 
 
 ALL = Steps()
-RULES = Steps(turns=False, time=False, rerank=False, context=False)
+RULES = Steps(turns=False, time=False, rerank=False, context=False, learned=False)
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,15 @@ class Recalled:
                 "trusted": e.trusted, "recorded_at": format_time(e.recorded_at),
                 "conversation_id": e.conversation_id, "item_seqs": list(e.item_seqs),
                 "related": list(self.related), "score": round(self.score, 3)}
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Every candidate for a query, scored, before recall abstains or cuts to k."""
+
+    terms: tuple[str, ...]
+    candidates: list[Candidate]
+    timings: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -128,9 +151,11 @@ class MemoryRecall:
     def __init__(self, memory: MemoryStore, *, k: int = K, threshold: float | None = None,
                  untrusted_weight: float = UNTRUSTED_WEIGHT, candidates: int = CANDIDATES,
                  dense: MemoryVectors | None = None, steps: Steps = ALL,
-                 weights: Weights | None = None) -> None:
+                 weights: Weights | None = None, model: Model | None = None) -> None:
         self.memory, self.k, self.dense, self.steps = memory, k, dense, steps
         self.weights = weights or (DENSE if dense is not None else LEXICAL)
+        self.model = (model or (DENSE_MODEL if dense is not None else LEXICAL_MODEL)) \
+            if steps.learned else None
         self.threshold = threshold if threshold is not None else default_threshold(
             dense is not None, steps)
         self.untrusted_weight, self.candidates = untrusted_weight, candidates
@@ -140,6 +165,18 @@ class MemoryRecall:
         """The user's current memories that bear on ``query``, best first, at most ``k``.
         ``ignore`` names words not to match on (the user's own name: their memories are
         about them anyway)."""
+        found = self.scored(user_id, query, at=at, ignore=ignore)
+        started = time.perf_counter()
+        candidates = self.shown(found.candidates)  # deciding to abstain counts as the rerank
+        found.timings["rerank"] += (time.perf_counter() - started) * 1000
+        kept = sorted(candidates, key=lambda c: -c.score)[: self.k if k is None else k]
+        return Recall(query, found.terms, tuple(_recalled(c) for c in kept), self.threshold,
+                      found.timings)
+
+    def scored(self, user_id: str, query: str, *, at: datetime | None = None,
+               ignore: Iterable[str] = ()) -> Scored:
+        """Every candidate for ``query`` among the user's current memories, scored, before
+        recall abstains or keeps the best k (what the rerank's model was fitted on)."""
         timings: dict[str, float] = {}
         clock = _Stopwatch(timings)
         terms = query_terms(query, ignore)
@@ -179,17 +216,21 @@ class MemoryRecall:
             score(candidates, fused=fuse(rankings), rankings=len(rankings), similar=similar,
                   coverage=coverage, time=time_asked, weights=self.weights,
                   untrusted_weight=self.untrusted_weight, dense=self.dense is not None,
-                  own=own)
-            if not any(c.relevance >= self.threshold for c in candidates):
-                candidates = []
-            candidates = [c for c in candidates if c.trusted or c.relevance >= self.threshold]
+                  own=own, model=self.model)
         else:
             self._score_by_words(candidates, coverage, similar)
-            candidates = [c for c in candidates if c.score >= self.threshold]
         clock.lap("rerank")
-        kept = sorted(candidates, key=lambda c: -c.score)[: self.k if k is None else k]
-        return Recall(query, terms, tuple(_recalled(c) for c in kept), self.threshold,
-                      timings)
+        return Scored(terms, candidates, timings)
+
+    def shown(self, candidates: list[Candidate]) -> list[Candidate]:
+        """What may be shown: nothing unless some candidate bears on the query by itself
+        (its relevance), and an untrusted one only if it does; the path before the rerank
+        keeps what scores the threshold."""
+        if not self.steps.rerank:
+            return [c for c in candidates if c.score >= self.threshold]
+        if not any(c.relevance >= self.threshold for c in candidates):
+            return []
+        return [c for c in candidates if c.trusted or c.relevance >= self.threshold]
 
     def _wanted(self, hit: MemoryHit) -> bool:
         return self.steps.turns or hit.kind is not MemoryKind.TURN
