@@ -39,11 +39,11 @@ PINNED_BYTES = {
     "calls/date=2026-03-02/part-000000000-000000006.parquet":
         "a1c5121a65e8562c426bfd4d0d9f7c37210927b016c47416178633a859feb65d",
     "compactions/date=2026-03-02/part-000000000-000000000.parquet":
-        "1ea921f594321d22f2903fd682412840def40f534966af1e0b2057b1d1efab5d",
+        "c8731c286f2ecdd9533c9e0ea3f122fc6c6a826660cac91a38c1c3f340775b13",
     "memory_writes/date=2026-03-01/part-000000000-000000002.parquet":
         "2d5b76f6402f3f0930018df1045ebfe37fd71f17c94e06b5a939110e8d6bcd1c",
     "memory_writes/date=2026-03-02/part-000000000-000000025.parquet":
-        "5b2bff024b77d6c00963e6f8b5eaf0c97c941a98ac19f4062da6e2ae7fd6336a",
+        "237c96936013656418c34e7436aee425f6eada3ef74dc09fa2815a2db60434d4",
     "requests/date=2026-03-01/part-000000000-000000003.parquet":
         "0a51a729a52f8d38efc7f9fc1b2f0f30203fafb84a136947809a5416d6947719",
     "requests/date=2026-03-02/part-000000000-000000006.parquet":
@@ -51,7 +51,7 @@ PINNED_BYTES = {
     "turns/date=2026-03-01/part-000000000-000000002.parquet":
         "8f0e1d0acd9a0c81ef750147e96b9ef62bbc0a9cffc6ee6472453e90564f9ae3",
     "turns/date=2026-03-02/part-000000000-000000006.parquet":
-        "4e54e2dfe0cde8bb1ee5177ac4212a5545eb1e419199a26933ac3f198f85f112",
+        "b16ae637cf55658909abc4431d7a4e7b7ce0f1b142abd182c7898bbd46044ad5",
 }
 PINNED_ROWS = {
     "calls/date=2026-03-01/part-000000000-000000003.parquet":
@@ -59,11 +59,11 @@ PINNED_ROWS = {
     "calls/date=2026-03-02/part-000000000-000000006.parquet":
         "f0978cbd16abe0eb183defd7d142bbe50c8763f6ca8a52a54b794a9ce27caf2f",
     "compactions/date=2026-03-02/part-000000000-000000000.parquet":
-        "936edb5f09b48841ba652b8539009b2f6a73196630f40fe75bf715ba84c6ae63",
+        "0770abb61cccdc798fcd6e8ec447fee1b8ea2eb05dcbe0534b4fe99242f12d94",
     "memory_writes/date=2026-03-01/part-000000000-000000002.parquet":
         "e4590937e553f6491f280aba68e85ccecfe965270172f9d17a97f654828ac49a",
     "memory_writes/date=2026-03-02/part-000000000-000000025.parquet":
-        "6d2ad1fb4fc2b7ce09a7ba2a78e31f4145b61334f1be2cdf143e66107b09609d",
+        "947b63362e5cc479404463d3ebed7fb9bf84674d3c984f129599ccdc77dbfa35",
     "requests/date=2026-03-01/part-000000000-000000003.parquet":
         "5dc5e608a0b2f618c996b4861636b2792a7428c58844d59b70225422adeba65c",
     "requests/date=2026-03-02/part-000000000-000000006.parquet":
@@ -71,7 +71,7 @@ PINNED_ROWS = {
     "turns/date=2026-03-01/part-000000000-000000002.parquet":
         "afbefae7f186a4709394d574db662681aae0d81ceef2f1f92e0d0088b56319ae",
     "turns/date=2026-03-02/part-000000000-000000006.parquet":
-        "f94fffcbd9743a70006922c9def8320a06a800116a165095d9eef9b28856bc6d",
+        "d0263a06d2f53bf02886e01b0d13bcff18f5e897f1544b28c72b3fc46d449800",
 }
 
 
