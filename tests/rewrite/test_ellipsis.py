@@ -30,9 +30,11 @@ def test_the_kind_is_a_plural_common_noun_of_the_conversation() -> None:
 
 def test_no_gap_no_fill() -> None:
     for text in ("Is the forest in Ohio?", "Which one is it?", "When was the first time?",
-                 "What is the largest shark in the world?", "Who is the most famous pirate?"):
+                 "What is the largest shark in the world?", "Who is the most famous pirate?",
+                 "Which ones have the least sugar?", "Who has the most money?"):
         assert fill(text, "mammals") == text, text
         assert not has_gap(text)
+    assert fill("What is the least crowded?", "parks") == "What is the least crowded park?"
     assert rewrite(MAMMALS, "What is the largest shark in the world?") == \
         "What is the largest shark in the world?"
 

@@ -21,6 +21,12 @@ _NOT_SUPERLATIVE = frozenset((
     "behest", "priest", "crest", "pest", "vest", "zest", "digest", "honest", "modest",
     "earnest", "suggest", "invest", "attest",
 ))
+_ADJECTIVE_ENDINGS = ("ful", "ous", "ive", "able", "ible", "al", "ic", "ent", "ant", "ed", "ing",
+                      "less", "ile", "ish")
+_PLAIN_ADJECTIVES = frozenset((
+    "popular", "common", "similar", "familiar", "regular", "difficult", "safe", "hard", "cheap",
+    "rare", "strong", "fast", "slow", "easy", "heavy", "healthy", "busy", "risky", "tasty",
+))
 _ORDINAL = r"first|second|third|last"
 # what can follow a superlative whose noun was left out: a preposition, "ever", "to", a
 # participle ("the first invented"), or the end of the clause
@@ -38,8 +44,8 @@ def fill(text: str, noun: str) -> str:
     itself where there is no such gap."""
     def superlative(match: re.Match[str]) -> str:
         words = match.group(2).lower().split()
-        if words[-1] in _NOT_SUPERLATIVE:
-            return match.group()
+        if words[-1] in _NOT_SUPERLATIVE or (len(words) == 2 and not _adjective(words[1])):
+            return match.group()  # "the least sugar" is a quantity, not a superlative
         return f"{match.group()} {singular(noun)}"
 
     def one(match: re.Match[str]) -> str:
@@ -50,6 +56,12 @@ def fill(text: str, noun: str) -> str:
         return f"{match.group(1)} {filled}"
 
     return _SUPERLATIVE.sub(superlative, _ONE.sub(one, text))
+
+
+def _adjective(word: str) -> bool:
+    """Whether ``word`` after "most" or "least" reads as an adjective ("most famous") rather
+    than a noun ("least sugar"): by its ending, or one of the common ones without it."""
+    return word.endswith(_ADJECTIVE_ENDINGS) or word in _PLAIN_ADJECTIVES
 
 
 def has_gap(text: str) -> bool:
