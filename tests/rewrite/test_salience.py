@@ -100,3 +100,93 @@ def test_the_spacy_finder_feeds_the_same_salience() -> None:
         "What are lung cancer's symptoms?"
     salience = conversation_salience(CANCER, nlp.spacy_phrases)
     assert not has_subject(salience, "What are the main themes?")
+    # the tags say what is a verb and what a number modifies, where the rules need lists
+    assert [p.text for p in nlp.spacy_phrases("What is a 529 plan?")] == ["529 plan"]
+    assert [p.text for p in nlp.spacy_phrases("Can I increase my melatonin levels naturally?")] \
+        == ["melatonin levels"]
+
+
+def test_the_rules_cut_phrases_at_verbs_and_function_words() -> None:
+    def texts(text: str) -> list[str]:
+        return [p.text for p in rule_phrases(text)]
+
+    assert texts("What is a 529 plan?") == ["529 plan"]  # a number modifies what follows it
+    assert texts("What happened in 1974?") == []          # alone it is no entity
+    assert texts("Are makos endangered?") == ["makos"]
+    assert texts("Are alcoholics generally depressed?") == ["alcoholics"]  # nor adverbs
+    assert "I’m allergic" not in texts("What kind should I get if I’m allergic?")  # no name
+    assert key("injuries") == key("injury")
+    assert texts("How can I increase my levels?") == ["levels"]  # a verb after its subject
+    assert texts("What about its health effects versus being vegetarian?") == \
+        ["health effects", "vegetarian"]
+
+
+def test_they_is_a_plural_of_the_recent_turns_before_the_opening_topic() -> None:
+    history = [Turn("user", "Is Red Bull bad for you?"),
+               Turn("user", "What are the effects of energy drinks?")]
+    assert rewrite(history, "Why are they harmful?").startswith("Why are energy drinks harmful")
+    assert rewrite(history, "Why are they harmful?", follow=False) == "Why are Red Bull harmful?"
+
+
+def test_an_entity_named_in_the_plural_once_is_plural() -> None:
+    history = [Turn("user", q) for q in (
+        "Why do turkey and Turkey share the same name?", "Where are turkeys from?",
+        "What was their importance in native cultures?")]
+    assert rewrite(history, "Can they fly?").startswith("Can turkeys fly")
+
+
+def test_a_short_form_of_an_entity_is_made_whole() -> None:
+    plan = [Turn("user", "How do I save for college?"), Turn("user", "What is a 529 plan?")]
+    assert rewrite(plan, "What are the types of plans?").startswith(
+        "What are the types of 529 plans")
+    sharks = [Turn("user", "Tell me about Mako sharks.")]
+    assert rewrite(sharks, "Are makos endangered?").startswith("Are Mako sharks endangered")
+    dogs = [Turn("user", "Are active dogs good with children?")]
+    assert rewrite(dogs, "Do big dogs live longer than small dogs?") == \
+        "Do big dogs live longer than small dogs?"  # a modifier of its own: its own kind
+    comte = [Turn("user", "Who was Auguste Comte?"), Turn("user", "What is sociology?")]
+    assert "related to Comte" in rewrite(comte, "How is his work related to Comte?")  # a name stays
+
+
+def test_he_or_she_is_the_salient_name_when_no_name_opened_the_conversation() -> None:
+    pirates = [Turn("user", "Who are famous female pirates?"),
+               Turn("user", "Tell me about Ching Shih.")]
+    assert rewrite(pirates, "How did she die?") == "How did Ching Shih die?"
+    assert rewrite(pirates, "How did she die?", follow=False).startswith("How did she die")
+
+
+def test_what_only_an_answer_named_neither_takes_they_nor_lengthens_a_short_form() -> None:
+    band = [Turn("user", "Blink-182. Lineup."), Turn("user", "what happened to DeLonge?"),
+            Turn("assistant", "After legal battles with DeLonge were worked out, Skiba joined "
+                              "Blink-182.")]
+    assert rewrite(band, "did they produce music with the new line up?").startswith(
+        "did Blink-182 produce music")
+    lesh = [Turn("user", "Phil Lesh. Background."), Turn("user", "What did he play?"),
+            Turn("assistant", "He played violin in the school's music-related extracurricular "
+                              "activities.")]
+    assert rewrite(lesh, "What did he do after school?").startswith(
+        "What did Phil Lesh do after school")
+
+
+def test_a_relational_noun_without_its_complement_is_about_the_focus() -> None:
+    history = [Turn("user", "What is binge drinking?")]
+    assert rewrite(history, "What are the effects on vitamins and minerals?") == \
+        "What are the effects on vitamins and minerals (binge drinking)?"
+    assert rewrite(history, "What are the effects of caffeine?") == \
+        "What are the effects of caffeine?"
+
+
+def test_a_pronoun_after_its_own_subject_keeps_that_subject_in_focus() -> None:
+    history = [Turn("user", "What is high GDP growth?"),
+               Turn("user", "What is frictional unemployment and why is it important?")]
+    assert rewrite(history, "Is it bad for the economy?").startswith(
+        "Is frictional unemployment bad for the economy")
+
+
+def test_they_is_not_a_name_the_opening_message_mentions_only_in_passing() -> None:
+    history = [Turn("user", "How do I save for a child’s college education in the US?"),
+               Turn("user", "What is a 529 plan?")]
+    assert rewrite(history, "How long have they been around?").startswith(
+        "How long have 529 plan been around")
+    red_bull = [Turn("user", "Is Red Bull bad for you?"), Turn("user", "Can it kill you?")]
+    assert rewrite(red_bull, "Why do they taste sweet?") == "Why do Red Bull taste sweet?"

@@ -29,7 +29,7 @@ _DEADLINE = click.option("--deadline", type=click.FloatRange(0.001, 60), default
 _PHRASES = click.option(
     "--phrases", type=click.Choice(["rules", "spacy"]), default="rules", show_default=True,
     help="Where the deterministic rewriter's noun phrases come from: its own rules, or "
-         "spaCy's parser (the nlp extra).")
+         "spaCy's tagger (the nlp extra).")
 _MODEL_LIMIT = click.option(
     "--model-limit", type=click.IntRange(0), default=100, show_default=True,
     help="Examples for the model rewriter alone (it is slow on a CPU); the race runs on all. "

@@ -8,6 +8,10 @@ pointer back) is left alone. Otherwise:
 - "the article" becomes the topic; "what else" after a short answer becomes "besides <answer>";
 - a relative year ("the year before", "the prior year") gets the year it is relative to and the
   year it means;
+- with the salient entities followed (``rewrite.salience``): "it", "they" and a left-out
+  subject become the entity the recent turns are about, a noun left out after a superlative
+  or "one" becomes the kind they are about (``rewrite.ellipsis``), and a short form of an
+  entity is made whole ("plans" → "529 plans");
 - what the antecedent was anchored by is carried along, in parentheses: the topic, names in
   the last question, the first names of the last answer, its time anchors and section labels.
 
@@ -28,7 +32,15 @@ from threadline.rewrite.anchors import (
     sections,
     time_anchors,
 )
-from threadline.rewrite.salience import PhraseFinder, Salience, has_subject, rule_phrases
+from threadline.rewrite.ellipsis import fill, has_gap
+from threadline.rewrite.salience import (
+    Phrase,
+    PhraseFinder,
+    Salience,
+    has_subject,
+    key,
+    rule_phrases,
+)
 
 POINTERS = re.compile(r"\b(he|she|him|his|her|hers|they|them|their|theirs|it|its|this|that|these|"
                       r"those|there|then|else|other|another|besides|before|after|next|same|"
@@ -61,7 +73,8 @@ _CLAUSE = re.compile(r"(?:,|\band\b|\?)\s*(?:and\s+)?(?:why|what|how|when|where|
 
 
 def default_phrases() -> PhraseFinder:
-    """The noun-phrase finder the rewriter uses (the one that measured better on dev)."""
+    """The noun-phrase finder the rewriter uses: its own rules, which need nothing
+    installed."""
     return rule_phrases
 
 
@@ -85,7 +98,7 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
     it, only the opening topic and the last turn's names are used (the rule path before)."""
     if not history:
         return text
-    if not POINTERS.search(text) and names(text[1:]):
+    if not POINTERS.search(text) and names(text[1:]) and not (follow and has_gap(text)):
         return text  # already names what it is about
     salience = conversation_salience(history, phrases or default_phrases()) if follow else None
     opening = next((t.text for t in history if t.role == "user"), history[0].text)
@@ -95,10 +108,18 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
     last_answer = history[-1].text if history[-1].role == "assistant" else ""
     person = any(_PERSONAL.search(t.text) for t in history) or bool(_PERSONAL.search(text))
     subject = _subject(last_answer)
-    out = _resolve(text, topic, subject if person else None)
+    # "they" is the topic unless the recent questions name something plural for it to be, or
+    # the opening message names it only in passing ("…college education in the US?")
+    they_topic = salience is None or not _THEY.search(text) or (
+        salience.recent_plural(salience.ranked(text), asked=True) is None
+        and topic is not None and _about(topic, salience.phrases(opening)))
+    if topic is None and salience is not None and _PERSONAL.search(text):
+        # no name opened the conversation: "she" is the salient name ("Ching Shih")
+        topic = next((e.text for e in salience.ranked(text) if e.name), None)
+    out = _resolve(text, topic, subject if person else None, they_topic=they_topic)
     focus: list[str] = []
-    if salience is not None and (POINTERS.search(text) or not has_subject(salience, text)):
-        out, focus = _follow(out, text, salience)  # else the question has moved on
+    if salience is not None:
+        out, focus = _follow_salience(out, text, salience)
     end = "?" if text.rstrip().endswith("?") else ""
     if _MORE.search(text) and last_answer and len(last_answer.split()) <= 8 \
             and not _NON_ANSWER.match(last_answer):
@@ -107,6 +128,13 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
     if carried:
         out = out.rstrip(" ?.!") + " (" + ", ".join(carried) + ")" + end
     return out
+
+
+def _about(name: str, phrases: Sequence[Phrase]) -> bool:
+    """Whether ``name`` is part of a phrase its message is about."""
+    words = content_words(name) or {name.casefold()}
+    return any(p.about and words <= content_words(p.text) | {p.text.casefold()}
+               for p in phrases)
 
 
 def conversation_salience(history: Sequence[Turn], phrases: PhraseFinder) -> Salience:
@@ -118,12 +146,47 @@ def conversation_salience(history: Sequence[Turn], phrases: PhraseFinder) -> Sal
             salience.add(turn.text, role="assistant")
             continue
         pointed = []
-        if _IT.search(turn.text) or _THEY.search(turn.text) or \
-                not has_subject(salience, turn.text):
+        if (_IT.search(turn.text) or _THEY.search(turn.text) or
+                not has_subject(salience, turn.text)) and \
+                not _names_before_pointing(salience, turn.text):  # "What is X, and why is it…"
             target = salience.focus(plural=bool(_THEY.search(turn.text)), exclude=turn.text)
             pointed = [t.strip() for t in (target or "").split(" and ") if t.strip()]
         salience.add(turn.text, resolved=pointed)
     return salience
+
+
+def _follow_salience(out: str, text: str, salience: Salience) -> tuple[str, list[str]]:
+    """The steps that follow the salient entities: pronouns and a left-out subject, a noun
+    left out after a superlative, short forms made whole; and the entity to carry."""
+    focus: list[str] = []
+    if POINTERS.search(text) or not has_subject(salience, text):
+        out, focus = _follow(out, text, salience)  # else the question has moved on
+    kind = salience.kind(exclude=text) if has_gap(text) else None
+    if kind is not None:
+        out = fill(out, _head(kind.text))  # "the largest one" → "the largest mammal"
+    return _complete(out, text, salience), focus
+
+
+def _complete(out: str, text: str, salience: Salience) -> str:
+    """Common nouns of the follow-up that are short forms of an entity of the conversation
+    made whole: "the types of plans" → "the types of 529 plans", "makos" → "Mako sharks"."""
+    for phrase in salience.phrases(text):
+        entity = salience.fuller(phrase, exclude=text)
+        if entity is None or content_words(entity.text) <= content_words(out):
+            continue
+        words = entity.text.split()
+        whole = " ".join([*words[:-1], phrase.text]) if key(phrase.text) == key(words[-1]) \
+            else entity.text
+        match = re.search(r"(?<![\w'’-])" + re.escape(phrase.text) + r"(?![\w-])", out)
+        before = re.findall(r"[\w'’-]+", out[:match.start()]) if match else []
+        if match is None or (before and before[-1].lower() not in STOPWORDS):
+            continue  # a modifier of its own ("big dogs") says the question means its own kind
+        out = out[:match.start()] + whole + out[match.end():]
+    return out
+
+
+def _head(phrase: str) -> str:
+    return phrase.split()[-1]
 
 
 def _follow(out: str, text: str, salience: Salience) -> tuple[str, list[str]]:
@@ -182,7 +245,8 @@ def _subject(answer: str) -> str | None:
     return re.sub(r"['’]s?$", "", match.group(1).rstrip("."))
 
 
-def _resolve(text: str, topic: str | None, plural: str | None) -> str:
+def _resolve(text: str, topic: str | None, plural: str | None, *,
+             they_topic: bool = True) -> str:
     """Pronouns replaced by what they point at, where that is clear; quoted text is left as
     it is."""
     if topic is None:
@@ -190,12 +254,12 @@ def _resolve(text: str, topic: str | None, plural: str | None) -> str:
     named = bool(content_words(topic) & content_words(text))
     pieces = _QUOTED.split(text)
     return "".join(piece if n % 2 else _resolve_words(_ARTICLE.sub(topic, piece), topic,
-                                                       plural, named, text)
+                                                       plural, named, text, they_topic)
                    for n, piece in enumerate(pieces))
 
 
 def _resolve_words(text: str, topic: str, plural: str | None, named: bool,
-                   whole: str) -> str:
+                   whole: str, they_topic: bool) -> str:
     parts = re.split(r"(\W+)", text)
     out = []
     for i, part in enumerate(parts):
@@ -209,7 +273,8 @@ def _resolve_words(text: str, topic: str, plural: str | None, named: bool,
             possessive = following[:1].isalpha() and following.lower() not in STOPWORDS
             out.append(topic + "'s" if possessive else topic)
         elif low in ("they", "them", "their"):
-            target = plural if plural is not None else (None if named else topic)
+            target = plural if plural is not None else \
+                (None if named or not they_topic else topic)
             if target is None or target.lower() in whole.lower():
                 out.append(part)
             else:

@@ -21,6 +21,7 @@ from threadline.errors import InputError
 from threadline.rewrite import deterministic
 from threadline.rewrite.anchors import content_words, missing, must_preserve
 from threadline.rewrite.deterministic import Turn
+from threadline.rewrite.ellipsis import singular
 
 DEFAULT_DEADLINE_S = 1.0
 _YEAR = re.compile(r"(?:fy|cy)?'?((?:1[5-9]|20)\d\d)s?")
@@ -66,9 +67,11 @@ def invalid(raw: str, candidate: str, history: Sequence[Turn]) -> str | None:
     for turn in history:
         known |= content_words(turn.text)
     years = {int(m.group(1)) for word in known if (m := _YEAR.fullmatch(word))}
+    nouns = {singular(word) for word in known}  # "the largest mammal" after "mammals"
     invented = sorted(word for word in content_words(candidate) - known
-                      if not ((m := _YEAR.fullmatch(word)) and  # "the year before" FY2025
-                              {int(m.group(1)) - 1, int(m.group(1)) + 1} & years))
+                      if singular(word) not in nouns
+                      and not ((m := _YEAR.fullmatch(word)) and  # "the year before" FY2025
+                               {int(m.group(1)) - 1, int(m.group(1)) + 1} & years))
     if invented:
         return "adds words the conversation does not contain: " + ", ".join(invented[:5])
     return None

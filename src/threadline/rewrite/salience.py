@@ -8,20 +8,24 @@ recent turns are about. ``Salience`` walks the turns in order and keeps a score 
 earlier score decays with each new question, so the most recent subject wins unless the
 conversation keeps returning to an older one. A pronoun a turn resolved counts as a mention of
 what it resolved to, so "Is it treatable?" keeps throat cancer in focus. Answers, where the
-data has them, count at a lower weight than questions.
+data has them, count at a lower weight than questions. The same scores say what kind of thing
+the conversation is about (``Salience.kind``: "mammals", for "the largest one") and which
+entity a short form stands for (``Salience.fuller``: "529 plan", for "plans").
 
-Noun phrases come from a ``PhraseFinder``: ``rule_phrases`` here needs nothing installed;
-``rewrite.nlp`` offers spaCy's tagger and parser where the ``nlp`` extra is installed. Which
-one the rewriter uses is whichever measured better on the dev split (docs/rewrite.md).
+Noun phrases come from a ``PhraseFinder``: ``rule_phrases`` here needs nothing installed and
+is the default; ``rewrite.nlp`` offers spaCy's part-of-speech tagger where the ``nlp`` extra
+is installed (the two are compared in docs/rewrite.md).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from threadline.rewrite.anchors import STOPWORDS, names
+from threadline.rewrite.ellipsis import singular
 
 
 def _words(text: str) -> frozenset[str]:
@@ -49,6 +53,7 @@ population age date time times year years place places location area areas list 
 one ones thing things someone something anything people person man woman me you us them stuff
 idea ideas point points fact facts detail details information info overview summary
 difference importance significance relationship relation connection link comparison
+member members implication implications source sources
 """)
 _PRONOUN = _words("it its itself they them their theirs themselves")
 _DETERMINER = _words("""the a an this that these those its their his her my our your some any
@@ -56,11 +61,11 @@ each every another other such""")
 _WH = _words("what which whose")
 _DEFINITE = _words("the this that these those its their his her")
 _CONTINUES = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b", re.IGNORECASE)
-_ABOUT_FRAMES = re.compile(
+ABOUT_FRAMES = re.compile(
     r"\b(?:about|is|are|was|were|on|regarding|called|named|of)\s*$", re.IGNORECASE)
-_WORD = re.compile(r"[A-Za-z][\w'’\-]*")
+_WORD = re.compile(r"[A-Za-z0-9][\w'’\-]*")
 # words a question uses as verbs or modifiers, not nouns (a phrase is cut at them)
-_NOT_NOUNS = _words("""
+NOT_NOUNS = _words("""
 cause causes caused help helps lose spread start started taking take call called come comes
 came invented invent become became survived led lead enabled enable lived live lives caught
 catch compare compared differ differs work works worked stopped stop fix replace choose chose
@@ -72,8 +77,21 @@ new recent first last famous typical real true well really often still even ever
 usually likely possibly key similar same various several certain specific particular general
 known considered available necessary affected used related based involved associated required
 """)
+# function words the shared stopword list leaves out (it also defines what a content word is,
+# so it is not widened here): a noun phrase ends at them
+_FUNCTION = _words("""
+between versus vs around through throughout without within against among amongst across
+behind beyond toward towards upon via per since until while whether because though although
+unless whereas despite along beside near inside outside onto off up down out away
+don't doesn't didn't isn't aren't wasn't weren't can't won't i'm i've i'd you're we're
+they're it's what's that's how's
+""")
+# a subject pronoun is followed by its verb ("does it help", "can I increase", "do they fly")
+_SUBJECT_PRONOUN = _words("i you we they he she it")
+_ADVERB_ENDINGS = ("ally", "ully", "ously", "ively", "ently", "antly", "arly", "ately", "ibly",
+                   "ably")
 # a lone word ending so is a modifier or a verb form ("treatable", "dangerous", "founded")
-_NOT_NOUN_ENDINGS = ("able", "ible", "ous", "ful", "less", "ive", "ly", "ed", "ing")
+NOT_NOUN_ENDINGS = ("able", "ible", "ous", "ful", "less", "ive", "ly", "ed", "ing")
 
 
 @dataclass(frozen=True)
@@ -93,8 +111,13 @@ PhraseFinder = Callable[[str], list[Phrase]]
 
 def rule_phrases(text: str) -> list[Phrase]:
     """Noun phrases found without a tagger: runs of words that are neither stopwords nor
-    known verbs or modifiers, and capitalised names. Weaker than a parser on verbs that look
+    known verbs or modifiers, and capitalised names. Weaker than a tagger on verbs that look
     like nouns; it needs nothing installed."""
+    return list(_rule_phrases(text))
+
+
+@functools.lru_cache(maxsize=4096)  # a conversation's turns are read again at each follow-up
+def _rule_phrases(text: str) -> tuple[Phrase, ...]:
     out: list[Phrase] = []
     run: list[tuple[int, str]] = []
     words = [(m.start(), m.group()) for m in _WORD.finditer(text)]
@@ -103,7 +126,11 @@ def rule_phrases(text: str) -> list[Phrase]:
 
     def close(next_start: int) -> None:
         nonlocal wh, definite
-        if len(run) == 1 and run[0][1].lower().endswith(_NOT_NOUN_ENDINGS) \
+        while len(run) > 1 and _ends_phrase(run[-1][1]) and run[-1][0] not in in_name:
+            run.pop()  # "makos endangered", "levels naturally"
+        while run and run[-1][1].isdigit():
+            run.pop()  # a number modifies what follows it ("a 529 plan"); alone it is no entity
+        if len(run) == 1 and run[0][1].lower().endswith(NOT_NOUN_ENDINGS) \
                 and run[0][0] not in in_name:
             run.clear()
         if run:
@@ -112,7 +139,7 @@ def rule_phrases(text: str) -> list[Phrase]:
             before = text[:start]
             head = run[-1][1].lower()
             out.append(Phrase(phrase, head, _plural(head),
-                              about=bool(_ABOUT_FRAMES.search(before)) or not out,
+                              about=bool(ABOUT_FRAMES.search(before)) or not out,
                               asked=wh, definite=definite))
             run.clear()
         wh = definite = False
@@ -122,10 +149,13 @@ def rule_phrases(text: str) -> list[Phrase]:
         gap = text[words[n - 1][0] + len(words[n - 1][1]):start] if n else ""
         if run and re.search(r"[^\s\-]", gap):  # punctuation ends a phrase
             close(start)
-        if start in in_name and (not run or run[-1][0] in in_name):
+        function = low.replace("’", "'") in _FUNCTION  # "I'm" is no name
+        if start in in_name and not function and (not run or run[-1][0] in in_name):
             run.append((start, word))  # a name is one phrase, whatever its words are
             continue
-        if low in STOPWORDS or low in _PRONOUN or low in _NOT_NOUNS or low in _DETERMINER:
+        after_subject = n > 0 and words[n - 1][1].lower() in _SUBJECT_PRONOUN and not gap.strip()
+        if low in STOPWORDS or low in _PRONOUN or low in NOT_NOUNS or low in _DETERMINER \
+                or function or after_subject:
             close(start)
             wh = low in _WH and n + 1 < len(words) and \
                 words[n + 1][1].lower() not in STOPWORDS
@@ -133,7 +163,20 @@ def rule_phrases(text: str) -> list[Phrase]:
             continue
         run.append((start, word))
     close(len(text))
-    return out
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_name(phrase: str) -> bool:
+    return bool(names(" " + phrase))
+
+
+def _ends_phrase(word: str) -> bool:
+    """Whether ``word`` is a participle or an adverb, which a noun phrase does not end with
+    ("makos endangered", "levels naturally")."""
+    low = word.lower()
+    return len(low) > 4 and low.endswith("ed") and not low.endswith("eed") or \
+        len(low) > 5 and low.endswith(_ADVERB_ENDINGS)
 
 
 def _name_spans(text: str) -> set[int]:
@@ -157,14 +200,16 @@ class Entity:
     score: float = 0.0
     last_turn: int = -1
     variants: set[str] = field(default_factory=set)
+    name: bool = False  # a name or identifier, not a common noun phrase
+    asked: bool = False  # named by a question, not only by answers
 
 
 def key(text: str) -> str:
-    """Mentions of one entity compare equal: case, a plural s and a possessive ignored."""
+    """Mentions of one entity compare equal: case, the plural and a possessive ignored."""
     words = [w.lower().strip("'’").removesuffix("'s").removesuffix("’s")
              for w in text.split()]
-    if words and _plural(words[-1]):
-        words[-1] = words[-1][:-1]
+    if words:
+        words[-1] = singular(words[-1])  # "injuries" is "injury"
     return " ".join(words)
 
 
@@ -185,11 +230,11 @@ class Salience:
         weight = 1.0 if role == "user" else ANSWER_WEIGHT
         for phrase in self.subjects(text):
             self._mention(phrase.text, phrase.plural,
-                          weight * (ABOUT_WEIGHT if phrase.about else 1.0))
+                          weight * (ABOUT_WEIGHT if phrase.about else 1.0), role == "user")
         for target in resolved:
             known = self.entities.get(key(target))
             if known is not None:
-                self._mention(known.text, known.plural, weight * ABOUT_WEIGHT)
+                self._mention(known.text, known.plural, weight * ABOUT_WEIGHT, role == "user")
 
     def subjects(self, text: str) -> list[Phrase]:
         """The phrases of ``text`` that can be antecedents (no relational nouns alone, nothing
@@ -202,9 +247,13 @@ class Salience:
             found.append(phrase)
         return found
 
-    def _mention(self, text: str, plural: bool, weight: float) -> None:
-        entity = self.entities.setdefault(key(text), Entity(text, plural))
+    def _mention(self, text: str, plural: bool, weight: float, asked: bool) -> None:
+        entity = self.entities.get(key(text))
+        if entity is None:
+            entity = self.entities[key(text)] = Entity(text, plural, name=_is_name(text))
+        entity.asked |= asked
         entity.score += weight
+        entity.plural |= plural  # "turkey", then "turkeys": "they" can point at it
         entity.last_turn = self.turn
         entity.variants.add(text)
         if len(text) > len(entity.text) and key(text) == key(entity.text):
@@ -223,22 +272,58 @@ class Salience:
         if not ranked:
             return None
         if plural:
-            recent = [e for e in ranked if e.plural and e.last_turn >= self.turn - 1]
-            if recent:
-                return recent[0].text
+            recent = self.recent_plural(ranked)
+            if recent is not None:
+                return recent.text
             last = [e for e in ranked if e.last_turn == self.turn]
             if len(last) >= 2:
                 return f"{last[0].text} and {last[1].text}"
         return ranked[0].text
+
+    def fuller(self, phrase: Phrase, exclude: str = "") -> Entity | None:
+        """The best-ranked entity that ``phrase`` (a common noun of the follow-up) is a short
+        form of: its head ("plans" for "529 plan") or its first word ("makos" for "Mako
+        sharks")."""
+        short = key(phrase.text).split()
+        if len(short) != 1 or phrase.asked or short[0] in RELATIONAL or _is_name(phrase.text):
+            return None
+        for entity in self.ranked(exclude):
+            words = key(entity.text).split()
+            if len(words) < 2 or (not entity.asked and len(words) > 3):
+                continue  # an answer's long phrases are not what a short form stands for
+            # "makos" for "Mako sharks": a kind, named in the plural, by its first word
+            first = phrase.plural and entity.plural and short[0] == singular(words[0])
+            if short[0] == words[-1] or first:
+                return entity
+        return None
+
+    def recent_plural(self, ranked: Sequence[Entity], *, asked: bool = False) -> Entity | None:
+        """The best of ``ranked`` named in the plural in the last two questions (``asked``:
+        named by a question, not only by an answer)."""
+        return next((e for e in ranked if e.plural and e.last_turn >= self.turn - 1
+                     and (e.asked or not asked)), None)
+
+    def kind(self, *, exclude: str = "") -> Entity | None:
+        """The best-ranked common-noun entity, one named in the plural first: its head noun
+        is the kind of thing the conversation is about ("sharks" for "Are great white sharks
+        endangered?"); a kind is mostly talked of in the plural."""
+        nouns = [e for e in self.ranked(exclude) if not e.name and e.text.split()[-1].isalpha()
+                 and e.text.split()[-1].lower() not in RELATIONAL]
+        return next((e for e in nouns if e.plural), nouns[0] if nouns else None)
 
 
 def has_subject(salience: Salience, text: str) -> bool:
     """Whether ``text`` names a subject of its own: a name, or a phrase that is not definite
     ("the test" points back), not relational and not what the question asks for ("Tell me
     about lung cancer." does; "What are the main themes?" and "What empires survived?" do
-    not)."""
+    not); a question led by a relational noun without its complement ("What are the effects
+    on vitamins?") has none."""
     if names(text[1:]):
         return True
     if _CONTINUES.match(text):  # "What about environmental factors?" goes on with the focus
         return False
+    found = salience.phrases(text)
+    if found and found[0].head in RELATIONAL and \
+            not re.search(re.escape(found[0].text) + r"\s+(?:of|for)\b", text):
+        return False  # "What are the effects on vitamins?": the effects of the focus
     return any(not (p.definite or p.head in RELATIONAL) for p in salience.subjects(text))
