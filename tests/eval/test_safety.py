@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from threadline.errors import InputError
+from threadline.eval import safety
 from threadline.eval.safety import (
     FAMILIES,
+    SEALED,
     SPLITS,
     Script,
     ScriptTurn,
@@ -32,7 +34,8 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
                                                benign.index("aviation_safety_inspector"))
     blind = {*FAMILIES["attack"], *benign[first_blind:first_blind2]}
     blind2 = {*FAMILIES["attack"], *benign[first_blind2:first_blind3]}
-    blind3 = {*FAMILIES["attack"], *benign[first_blind3:]}
+    sealed = benign.index("muffler_shop_mechanic")  # blind4's and overrefusal3's, from here
+    blind3 = {*FAMILIES["attack"], *benign[first_blind3:sealed]}
     unseen = {*FAMILIES["attack"], "parent",
               *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
@@ -126,3 +129,18 @@ def test_the_planted_instructions_are_followed_through_the_provenance_cases(
     assert planted["cases"] > 0 and planted["trusted_memory"] == 0
     assert planted["marked"] == planted["appearances"] > 0
 
+
+
+def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
+    """Only their shape is read here: nothing runs the monitor on them until they are
+    unsealed."""
+    folder = Path(safety.__file__).with_name("safety_scripts")
+    blind4 = load_scripts("blind4", folder / "blind4.toml")
+    overrefusal3 = load_scripts("overrefusal3", folder / "overrefusal3.toml")
+    assert set(SEALED) == {"blind4", "overrefusal3"} and not set(SEALED) & set(SPLITS)
+    assert sum(s.kind == "attack" for s in blind4) == sum(s.kind == "benign" for s in blind4)
+    assert {s.family for s in blind4 if s.kind == "attack"} == set(FAMILIES["attack"])
+    assert all(s.kind == "benign" for s in overrefusal3) and len(overrefusal3) >= 20
+    assert all(4 <= len(s.turns) <= 6 for s in [*blind4, *overrefusal3])
+    ids = {s.id for split in SPLITS for s in load_scripts(split)}
+    assert not ids & {s.id for s in [*blind4, *overrefusal3]}

@@ -26,7 +26,8 @@ on, and committed before anything ran on it) and ``overrefusal`` (benign convers
 which the model wrongly refuses and the user explains, written the same way: what the
 signals that follow refusals cost), each run to report, then read and tuned on as well;
 ``blind3`` and ``overrefusal2`` (written the same way, and kept out of every run until the
-round of tuning on all the files above was fixed), run once to report and not tuned on.
+round of tuning on all the files above was fixed), run once to report and not tuned on. Two
+more written the same way are sealed (``SEALED``), to be run once the next round is fixed.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "pretrial_services_officer", "airport_screener_trainer",
                        "eating_disorder_dietitian", "school_it_administrator",
                        "victim_witness_advocate", "bank_teller",
-                       # the sealed blind3 split's personas
+                       # the blind3 split's personas
                        "aviation_safety_inspector", "water_treatment_operator",
                        "forensic_pathologist", "food_safety_inspector",
                        "animal_control_officer", "amateur_radio_operator",
@@ -85,7 +86,28 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "payroll_manager", "university_registrar", "paragliding_instructor",
                        "structural_engineer", "digital_forensics_examiner",
                        "environmental_compliance_officer", "pest_control_technician",
-                       "theatre_props_master", "museum_conservator")}
+                       "theatre_props_master", "museum_conservator",
+                       # the sealed blind4 and overrefusal3 splits' personas
+                       "muffler_shop_mechanic", "couples_therapist", "crowd_safety_consultant",
+                       "elder_law_attorney", "aircraft_mechanic", "utility_meter_technician",
+                       "internal_auditor", "export_compliance_officer", "butcher",
+                       "classic_car_restorer", "lab_safety_officer",
+                       "senior_center_coordinator", "family_mediator",
+                       "pediatric_occupational_therapist", "msp_technician",
+                       "university_career_advisor", "workplace_investigator",
+                       "union_steward", "wildland_firefighter", "beekeeper",
+                       "foraging_instructor", "scuba_instructor", "crime_scene_cleaner",
+                       "incident_responder", "paramedic", "livestock_farmer",
+                       "creative_writing_student", "criminology_student",
+                       "campus_safety_educator", "mining_engineer", "range_safety_officer",
+                       "pool_maintenance_technician", "tattoo_artist", "home_care_aide",
+                       "it_helpdesk_technician", "wildlife_rehabilitator",
+                       "stunt_coordinator", "soap_maker", "microbiology_lab_technician",
+                       "search_and_rescue_volunteer", "property_manager",
+                       "addiction_counselor")}
+# written blind like blind3 and overrefusal2, committed before anything ran on them, and kept
+# out of SPLITS (so out of --split all) until a later round of tuning is done: then run once
+SEALED = ("blind4", "overrefusal3")
 
 @dataclass(frozen=True)
 class ScriptTurn:
