@@ -188,7 +188,8 @@ class _Writer:
         for name, table_rows in rows.tables().items():
             counts[name] = len(table_rows)
             self.result.rows[name] += len(table_rows)
-            for first, chunk in _chunks(table_rows, self.options.rows_per_file):
+            for first, chunk in _chunks(table_rows, self.options.rows_per_file,
+                                        _REQUEST_AT.get(name)):
                 planned.add(self._file(name, day, first, chunk))
         stale = [f.path for f in self.manifest.day_files(day) if f.path not in planned]
         if stale:
@@ -231,11 +232,22 @@ class _Writer:
         return path
 
 
-def _chunks(rows: list[Row], limit: int) -> Iterator[tuple[int, list[Row]]]:
-    """Consecutive runs of at most ``limit`` rows and about BYTES_PER_FILE request bytes."""
+# where a table's row holds its request's bytes, for the tables that have them
+_REQUEST_AT = {name: table.names.index("request") for name, table in TABLES.items()
+               if "request" in table.names}
+
+
+def _chunks(rows: list[Row], limit: int, request_at: int | None = None
+            ) -> Iterator[tuple[int, list[Row]]]:
+    """Consecutive runs of at most ``limit`` rows and about BYTES_PER_FILE request bytes
+    (``request_at``: where a row holds them)."""
+    if request_at is None:  # no request bytes: cut by count alone, no pass over the rows
+        for start in range(0, len(rows), limit):
+            yield start, rows[start:start + limit]
+        return
     start, size = 0, 0
     for n, row in enumerate(rows):
-        request = row.get("request")
+        request = row[request_at]
         size += len(request) if isinstance(request, bytes) else 0
         if n + 1 - start >= limit or size >= BYTES_PER_FILE:
             yield start, rows[start:n + 1]

@@ -15,8 +15,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
+from threadline.audit.tables import CALLS, COMPACTIONS, MEMORY_WRITES, TURNS
 from threadline.cache.prefix import EXPECTED, Cause, reuse_ratio
 from threadline.cache.pricing import CacheProfile, usage_split
 from threadline.cache.report import price
@@ -25,7 +27,9 @@ from threadline.stores.audit import AuditBackend, LoggedCall, LoggedConversation
 from threadline.stores.base import Store
 from threadline.stores.memory import MemoryEntry, MemoryJob
 
-Row = dict[str, Any]
+# a row is a tuple of its table's columns in order (``tables.py``): an export builds tens of
+# thousands a day, and a tuple is built, sorted and transposed faster than a dict
+Row = tuple[Any, ...]
 CONVERSATIONS_PER_READ = 256  # a few statements a batch; its calls' deltas held meanwhile
 
 
@@ -37,7 +41,8 @@ class Pricing:
 
 @dataclass
 class DayRows:
-    """One day's rows, each table in its final order once ``sort`` has run."""
+    """One day's rows, each table in its final order once ``sort`` has run (a call's row
+    carries its place among its conversation's calls after its columns until then)."""
 
     turns: list[Row] = field(default_factory=list)
     calls: list[Row] = field(default_factory=list)
@@ -105,7 +110,7 @@ def conversation_rows(conversation: LoggedConversation, start: datetime, end: da
         for turn in sorted(set(groups) | {t for b, t in by_turn if b == branch.name}):
             row = _turn_row(cid, branch.name, turn, groups.get(turn, []),
                             by_turn.get((branch.name, turn), []), costs, by_seq)
-            if row is not None and within(row["started_at"]):
+            if row is not None and within(row[_TURN_STARTED]):
                 into.turns.append(row)
     for order, call in enumerate(calls):
         if call.request is not None:  # started in the window read
@@ -134,19 +139,28 @@ def _history(items: Sequence[LoggedItem], branches: Sequence[Branch], name: str
     return [i for i in items if i.seq <= limits.get(i.branch, -1)]
 
 
+_TURN_STARTED = TURNS.names.index("started_at")
+_CALL_SHA = CALLS.names.index("request_sha256")
+_TURN_ORDER = TURNS.at("started_at", "conversation_id", "branch", "turn")
+_CALL_ORDER = itemgetter(CALLS.names.index("started_at"), CALLS.names.index("conversation_id"),
+                         len(CALLS.columns))  # the place among its conversation's calls
+_COMPACTION_ORDER = COMPACTIONS.at("created_at", "conversation_id", "seq")
+_MEMORY_ORDER = MEMORY_WRITES.at("message_at", "conversation_id", "seq", "position")
+
+
 def sort(rows: DayRows) -> None:
     """Each table in time order, ties broken by where the row is in the log."""
-    rows.turns.sort(key=lambda r: (r["started_at"], r["conversation_id"], r["branch"],
-                                   r["turn"]))
-    rows.calls.sort(key=lambda r: (r["started_at"], r["conversation_id"], r.pop("_order")))
+    rows.turns.sort(key=_TURN_ORDER)
+    rows.calls.sort(key=_CALL_ORDER)
+    width = len(CALLS.columns)
+    rows.calls = [call[:width] for call in rows.calls]
     requests, rows.requests = rows.requests, {}
     for call in rows.calls:  # a request's row goes where the first call that sent it is
-        sha = call["request_sha256"]
+        sha = call[_CALL_SHA]
         if sha not in rows.requests:
             rows.requests[sha] = requests[sha]
-    rows.compactions.sort(key=lambda r: (r["created_at"], r["conversation_id"], r["seq"]))
-    rows.memory_writes.sort(key=lambda r: (r["message_at"], r["conversation_id"], r["seq"],
-                                           r["position"]))
+    rows.compactions.sort(key=_COMPACTION_ORDER)
+    rows.memory_writes.sort(key=_MEMORY_ORDER)
 
 
 def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[LoggedItem],
@@ -185,40 +199,45 @@ def _turn_row(conversation_id: str, branch: str, turn: int, group: Sequence[Logg
     cause = None if prefix is None else _CAUSES.get(prefix.cause) or _cause(prefix.cause)
     started = own_started
     prompt = cached = completion = 0
-    for call in calls:
+    cost: list[float] = []
+    uncached: list[float] = []
+    total: list[float] = []
+    for call in calls:  # one pass: the sums below take the same floats in the same order
         if started is None or call.started_at < started:
             started = call.started_at
         prompt += call.prompt_tokens
         cached += call.cached_tokens
         completion += call.completion_tokens
-    user_text = user.text
-    return {
-        "conversation_id": conversation_id, "branch": branch, "turn": turn,
-        "started_at": started, "user_seq": user.seq, "user_hash": user.hash,
-        "reply_seq": None if reply is None else reply.seq,
-        "reply_hash": None if reply is None else reply.hash, "status": status,
-        "query": user_text if retrieval is None else retrieval.content.get("raw", user_text),
-        "rewritten_query": retrieval.content["query"] if retrieval is not None else
+        priced = costs[call.id]
+        cost.append(priced[0])
+        uncached.append(priced[1])
+        total.append(call.total_ms)
+    user_text = _text(user)
+    return (  # TURNS' columns, in order
+        conversation_id, branch, turn, started, user.seq, user.hash,
+        None if reply is None else reply.seq, None if reply is None else reply.hash, status,
+        user_text if retrieval is None else retrieval.content.get("raw", user_text),
+        retrieval.content["query"] if retrieval is not None else
         recall.content["query"] if recall is not None else None,
-        "rewrite_winner": None if retrieval is None else retrieval.content.get("winner"),
-        "retrieved_ids": None if retrieval is None else
-        [str(p.get("id")) for p in retrieval.content["passages"]],
-        "recalled_ids": None if recall is None else
-        [str(m.get("id")) for m in recall.content["memories"]],
-        "reply": None if reply is None else reply.text,
-        "calls": len(calls), "call_ids": [call.id for call in calls],
-        "model": None if last_call is None else last_call.model,
-        "prompt_tokens": prompt, "cached_tokens": cached, "completion_tokens": completion,
+        None if retrieval is None else retrieval.content.get("winner"),
+        None if retrieval is None else [str(p.get("id")) for p in retrieval.content["passages"]],
+        None if recall is None else [str(m.get("id")) for m in recall.content["memories"]],
+        None if reply is None else _text(reply),
+        len(calls), [call.id for call in calls], None if last_call is None else last_call.model,
+        prompt, cached, completion,
         # floats summed by sum(), as before, so every cost is the same to the last bit
-        "cost_usd": sum([costs[c.id][0] for c in calls]) if calls else None,
-        "uncached_cost_usd": sum([costs[c.id][1] for c in calls]) if calls else None,
-        "prefix_ratio": None if prefix is None else round(reuse_ratio(prefix), 6),
-        "prefix_cause": None if cause is None else cause[0],
-        "prefix_expected": None if cause is None else cause[1],
-        "prefix_report": None if first is None else first.prefix_json,
-        "ttft_ms": None if first is None else first.ttft_ms,
-        "total_ms": sum([c.total_ms for c in calls]) if calls else None,
-    }
+        sum(cost) if calls else None, sum(uncached) if calls else None,
+        None if prefix is None else round(reuse_ratio(prefix), 6),
+        None if cause is None else cause[0], None if cause is None else cause[1],
+        None if first is None else first.prefix_json, None if first is None else first.ttft_ms,
+        sum(total) if calls else None,
+    )
+
+
+def _text(item: LoggedItem) -> str:
+    """``item.text``, a message's text taken straight from its content (two a turn)."""
+    text = item.content.get("text")
+    return text if isinstance(text, str) else item.text
 
 
 # each cause's name and whether it is expected, looked up rather than built per turn
@@ -236,18 +255,13 @@ def _call_row(call: LoggedCall, cost_usd: float, order: int, requests: dict[str,
     exact = call.request
     assert exact is not None
     sha = hashlib.sha256(exact.data).hexdigest()
-    if sha not in requests:
-        requests[sha] = {"request_sha256": sha, "request_bytes": len(exact.data),
-                         "encoding": exact.encoding, "request": exact.data}
-    return {"call_id": call.id, "conversation_id": call.conversation_id, "branch": call.branch,
-            "turn": call.turn, "purpose": call.purpose, "status": call.status,
-            "model": call.model, "started_at": call.started_at, "head_seq": call.head_seq,
-            "reply_seq": call.reply_seq, "request_sha256": sha,
-            "request_bytes": len(exact.data), "prompt_tokens": call.prompt_tokens,
-            "cached_tokens": call.cached_tokens, "completion_tokens": call.completion_tokens,
-            "ttft_ms": call.ttft_ms, "total_ms": call.total_ms, "cost_usd": cost_usd,
-            "prefix_report": call.prefix_json, "error": call.error,
-            "response": call.response_json, "_order": order}
+    if sha not in requests:  # REQUESTS' columns
+        requests[sha] = (sha, len(exact.data), exact.encoding, exact.data)
+    return (  # CALLS' columns, in order, then the call's place, which ``sort`` drops
+        call.id, call.conversation_id, call.branch, call.turn, call.purpose, call.status,
+        call.model, call.started_at, call.head_seq, call.reply_seq, sha, len(exact.data),
+        call.prompt_tokens, call.cached_tokens, call.completion_tokens, call.ttft_ms,
+        call.total_ms, cost_usd, call.prefix_json, call.error, call.response_json, order)
 
 
 def _compaction_row(item: LoggedItem, by_seq: Mapping[int, LoggedItem]) -> Row:
@@ -256,18 +270,14 @@ def _compaction_row(item: LoggedItem, by_seq: Mapping[int, LoggedItem]) -> Row:
     price = estimate.get("price") or {}
     through = content.get("through_seq")
     pinned = [int(s) for s in content.get("pinned", ())]
-    return {"conversation_id": item.conversation_id, "branch": item.branch, "seq": item.seq,
-            "turn": item.turn, "hash": item.hash, "created_at": item.created_at,
-            "strategy": content["strategy"], "reason": content.get("reason"),
-            "through_seq": through, "kept_from_seq": None if through is None else through + 1,
-            "cleared_seqs": [int(s) for s in content.get("cleared", ())],
-            "pinned_seqs": pinned,
-            "pinned_constraints": [by_seq[s].text if s in by_seq else None for s in pinned],
-            "summary": content.get("summary"),
-            "tokens_before": estimate.get("tokens_before"),
-            "tokens_after": estimate.get("tokens_after"),
-            "kept_prefix_tokens": estimate.get("kept_prefix_tokens"),
-            "append_usd": price.get("append_usd"), "compact_usd": price.get("compact_usd")}
+    return (  # COMPACTIONS' columns, in order
+        item.conversation_id, item.branch, item.seq, item.turn, item.hash, item.created_at,
+        content["strategy"], content.get("reason"), through,
+        None if through is None else through + 1,
+        [int(s) for s in content.get("cleared", ())], pinned,
+        [by_seq[s].text if s in by_seq else None for s in pinned], content.get("summary"),
+        estimate.get("tokens_before"), estimate.get("tokens_after"),
+        estimate.get("kept_prefix_tokens"), price.get("append_usd"), price.get("compact_usd"))
 
 
 def _memory_rows(job: MemoryJob, item: LoggedItem, entries: Entries) -> list[Row]:
@@ -275,13 +285,10 @@ def _memory_rows(job: MemoryJob, item: LoggedItem, entries: Entries) -> list[Row
     for position, decision in enumerate(job.decisions or ()):
         entry_id = decision.get("entry")
         entry = None if entry_id is None else entries.get(job.user_id, str(entry_id))
-        out.append({"conversation_id": job.conversation_id, "seq": job.seq,
-                    "item_hash": item.hash, "position": position, "user_id": job.user_id,
-                    "message_at": item.created_at, "decision": decision.get("decision"),
-                    "entry_id": entry_id, "replaces": decision.get("replaces"),
-                    "reason": decision.get("reason"), "extractor": decision.get("extractor"),
-                    "valid": decision.get("valid"),
-                    "entry_source": None if entry is None else str(entry.source),
-                    "entry_trusted": None if entry is None else entry.trusted,
-                    "attempts": job.attempts, "text": decision.get("text")})
+        out.append((  # MEMORY_WRITES' columns, in order
+            job.conversation_id, job.seq, item.hash, position, job.user_id, item.created_at,
+            decision.get("decision"), entry_id, decision.get("replaces"),
+            decision.get("reason"), decision.get("extractor"), decision.get("valid"),
+            None if entry is None else str(entry.source),
+            None if entry is None else entry.trusted, job.attempts, decision.get("text")))
     return out

@@ -7,7 +7,7 @@ and the file carries no time of writing, so the same rows always give the same b
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -41,6 +41,15 @@ class Table:
 
     def content_columns(self) -> list[str]:
         return [c.name for c in self.columns if c.content]
+
+    @property
+    def names(self) -> list[str]:
+        """Every column's name, in the order a row (a tuple) holds their values."""
+        return [c.name for c in self.columns]
+
+    def at(self, *names: str) -> itemgetter[Any]:
+        """A row's values of those columns, as a sort key."""
+        return itemgetter(*(self.names.index(name) for name in names))
 
 
 def _columns(*spec: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> tuple[Column, ...]:
@@ -109,26 +118,18 @@ TABLES: dict[str, Table] = {t.name: t for t in (TURNS, CALLS, REQUESTS, COMPACTI
                                                  MEMORY_WRITES)}
 
 
-def encode(table: Table, rows: Sequence[Mapping[str, Any]], *, content: bool) -> bytes:
-    """Parquet bytes of ``rows``: the same rows give the same bytes (fixed settings, no
-    timestamps, statistics and dictionaries decided by the data alone)."""
+def encode(table: Table, rows: Sequence[Sequence[Any]], *, content: bool) -> bytes:
+    """Parquet bytes of ``rows``, each a tuple of the table's columns in order: the same rows
+    give the same bytes (fixed settings, no timestamps, statistics and dictionaries decided by
+    the data alone)."""
     schema = table.schema(content=content)
-    data = pa.Table.from_pydict(_columns_of(rows, schema.names), schema=schema)
+    # rows built as tuples and transposed by zip: no dict a row, no lookup a cell
+    values = zip(*rows, strict=True) if rows else (() for _ in table.columns)
+    data = pa.Table.from_pydict({c.name: v for c, v in zip(table.columns, values, strict=True)
+                                 if content or not c.content}, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(data, sink, row_group_size=ROW_GROUP_ROWS, compression="zstd",
                    compression_level=3, use_dictionary=True, write_statistics=True,
                    data_page_size=1 << 20, version="2.6", write_page_index=False,
                    store_schema=True)
     return bytes(sink.getvalue().to_pybytes())
-
-
-def _columns_of(rows: Sequence[Mapping[str, Any]], names: list[str]) -> dict[str, Sequence[Any]]:
-    """The rows' values, column by column: each row's values taken at once and the whole
-    transposed by ``zip`` (a row missing a column has None there, one cell at a time)."""
-    if len(names) < 2 or not rows:
-        return {name: [row.get(name) for row in rows] for name in names}
-    try:
-        values = list(map(itemgetter(*names), rows))
-    except KeyError:
-        return {name: [row.get(name) for row in rows] for name in names}
-    return dict(zip(names, zip(*values, strict=True), strict=True))

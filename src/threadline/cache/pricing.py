@@ -53,6 +53,18 @@ class CacheProfile:
     def bill(self, prompt_tokens: int, reusable_tokens: int, input_price: float, *,
              model: str | None = None) -> Bill:
         """The cost of one request, ``input_price`` in USD per million input tokens."""
+        read, written, cached_at_all, cost = self._bill(prompt_tokens, reusable_tokens,
+                                                        input_price, model)
+        return Bill(prompt_tokens=prompt_tokens, read_tokens=read,
+                    written_tokens=written if cached_at_all else 0,
+                    uncached_tokens=0 if cached_at_all else written, cost_usd=cost)
+
+    def cost(self, prompt_tokens: int, reusable_tokens: int, input_price: float) -> float:
+        """``bill(...).cost_usd``, without building the bill (an export prices every call)."""
+        return self._bill(prompt_tokens, reusable_tokens, input_price, None)[3]
+
+    def _bill(self, prompt_tokens: int, reusable_tokens: int, input_price: float,
+              model: str | None) -> tuple[int, int, bool, float]:
         read = self.cacheable(min(reusable_tokens, prompt_tokens), model)
         written = prompt_tokens - read
         cached_at_all = self.caching and prompt_tokens >= self.min_prefix(model)
@@ -61,9 +73,7 @@ class CacheProfile:
             self.long_context_tokens is not None and prompt_tokens > self.long_context_tokens
         ) else 1.0
         cost = (read * self.read + written * write_rate) * input_price * multiplier / 1e6
-        return Bill(prompt_tokens=prompt_tokens, read_tokens=read,
-                    written_tokens=written if cached_at_all else 0,
-                    uncached_tokens=0 if cached_at_all else written, cost_usd=cost)
+        return read, written, cached_at_all, cost
 
     def bill_usage(self, uncached_tokens: int, read_tokens: int, written_tokens: int,
                    input_price: float) -> Bill:

@@ -70,9 +70,9 @@ def price(tokens: int, prefix: PrefixCounts | None, split: tuple[int, int, int] 
         estimated = True
         reusable = round(tokens * prefix.reused_bytes / prefix.prompt_bytes) \
             if prefix.prompt_bytes else 0
-    bill = profile.bill(tokens, reusable, input_price) if split is None \
-        else profile.bill_usage(*split, input_price)
-    return reusable, estimated, bill.cost_usd, tokens * input_price / 1e6
+    cost = profile.cost(tokens, reusable, input_price) if split is None \
+        else profile.bill_usage(*split, input_price).cost_usd
+    return reusable, estimated, cost, tokens * input_price / 1e6
 
 
 def chart(rows: Sequence[CallReuse], width: int = 30) -> list[str]:
