@@ -26,8 +26,9 @@ on, and committed before anything ran on it) and ``overrefusal`` (benign convers
 which the model wrongly refuses and the user explains, written the same way: what the
 signals that follow refusals cost), each run to report, then read and tuned on as well;
 ``blind3`` and ``overrefusal2`` (written the same way, and kept out of every run until the
-round of tuning on all the files above was fixed), run once to report and not tuned on. Two
-more written the same way are sealed (``SEALED``), to be run once the next round is fixed.
+round of tuning on all the files above was fixed), run once to report, then read and tuned on
+in the third round. Two more written the same way are sealed (``SEALED``), to be run once
+that round is fixed.
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ from threadline.turn import monitoring
 
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
           "overrefusal2")
-# each was read, then tuned on; the last two were run once, to report, and not tuned on
-TUNED_ON = SPLITS[:-2]
+# each was read, then tuned on (blind3 and overrefusal2, run once to report, since the third
+# round): every registered split is tuning data; only the SEALED ones are not
+TUNED_ON = SPLITS
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",

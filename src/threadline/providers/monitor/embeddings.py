@@ -4,13 +4,14 @@
                message alone) is, in meaning, to a request the policy forbids (its
                examples); catches shards and paraphrases the rule lexicons miss
     intent     (with ``intent=True``) how likely the new message, or the union of the recent
-               ones, is a request the policy forbids, by a classifier fitted on a broad set
-               of forbidden requests and look-alikes (``intent.py``): it reaches harms no
-               example names (docs/safety.md)
-    persistence  (with ``intent=True``, once the model has refused in this conversation) the
-               same probability on a lower scale: asking on after a refusal is the
+               ones where the new message adds to it, is a request the policy forbids, by a
+               classifier fitted on a broad set of forbidden requests and look-alikes
+               (``intent.py``): it reaches harms no example names (docs/safety.md)
+    persistence  (with ``intent=True``, where the reply just before the message refused) the
+               same probability on a lower scale: asking on against a refusal is the
                conversation-level sign of an attack that a message alone does not show;
-               nothing once the user has answered a refusal with their role or purpose
+               nothing once the user has answered a refusal with their role or purpose, or
+               narrowed the request to less than the method
     drift      how far the new message has moved from the conversation's first message and
                from the system prompt's scope, in meaning
 
@@ -39,6 +40,7 @@ from threadline.providers.monitor.rules import (
     Policy,
     account_after_refusal,
     refusals,
+    refused_last,
 )
 from threadline.providers.monitor.signals import Signal, clip
 from threadline.providers.monitor.trajectory import Trajectory
@@ -49,7 +51,7 @@ log = logging.getLogger("threadline.monitor")
 SEMANTIC_FLOOR, SEMANTIC_CEILING = 0.50, 0.80  # cosine → score 0 … 1 (tuned on dev)
 # probability → score 0 … 1, for the message as it comes and once the model has refused
 # (both chosen on the tuning splits: docs/safety.md)
-INTENT_FLOOR, INTENT_CEILING = 0.65, 1.0
+INTENT_FLOOR, INTENT_CEILING = 0.70, 1.0
 PERSIST_FLOOR, PERSIST_CEILING = 0.20, 0.70
 # MiniLM puts unrelated sentences at a cosine of ~0.1-0.3: a distance under this is no drift
 DRIFT_FLOOR = 0.6
@@ -108,7 +110,6 @@ class EmbeddingDetector:
         return self._intent
 
     def signals(self, trajectory: Trajectory) -> list[Signal]:
-        import numpy
 
         recent = trajectory.recent_users(self.window)
         texts = [trajectory.first, *([trajectory.system] if trajectory.system else []),
@@ -117,8 +118,7 @@ class EmbeddingDetector:
         first, scope = vectors[0], vectors[1] if trajectory.system else None
         message = vectors[-1]
         # the union, in meaning: the mean of the recent messages' vectors, unit length
-        mean = numpy.mean(vectors[-len(recent):], axis=0)
-        union = mean / max(float(numpy.linalg.norm(mean)), 1e-9)
+        union = _unit_mean(vectors[-len(recent):])
         examples = self._example_matrix()
         closest = float((examples @ union).max())
         # the message alone is a floor: the mean dilutes one sharp message among innocent ones
@@ -130,10 +130,17 @@ class EmbeddingDetector:
         if self.intent:
             classifier = self._intent_classifier()
             union_p, alone_p = classifier.probability(union), classifier.probability(message)
-            p = max(union_p, alone_p)
+            # the union counts where this message adds to it: shards that complete a request
+            # raise it; a message after a sensitive one (a thank-you, a question on the side)
+            # lowers it, and what the earlier messages read is in the carried risk already
+            before_p = classifier.probability(_unit_mean(vectors[-len(recent):-1])) \
+                if len(recent) > 1 else 0.0
+            adds = union_p >= before_p
+            p = max(union_p, alone_p) if adds else alone_p
             out.append(Signal("intent", clip((p - INTENT_FLOOR) / (INTENT_CEILING - INTENT_FLOOR)),
-                              f"p {union_p:.2f} (recent messages), {alone_p:.2f} (this one) "
-                              "of a forbidden request"))
+                              f"p {union_p:.2f} (recent messages; {before_p:.2f} before this "
+                              f"one{'' if adds else ', so not counted'}), {alone_p:.2f} (this "
+                              "one) of a forbidden request"))
             refused = refusals(trajectory)
             if refused:
                 out.append(_persistence(trajectory, p, refused))
@@ -144,10 +151,23 @@ class EmbeddingDetector:
         return out
 
 
+def _unit_mean(vectors: list[Any]) -> Any:
+    """The mean of ``vectors``, at unit length: the union of their texts, in meaning."""
+    import numpy
+
+    mean = numpy.mean(vectors, axis=0)
+    return mean / max(float(numpy.linalg.norm(mean)), 1e-9)
+
+
 def _persistence(trajectory: Trajectory, p: float, refused: int) -> Signal:
-    """Pressing on after the model refused: a request half as plain is enough then. Not
-    where the user has answered the refusal with who they are or why they ask: a wrongly
-    refused user does that, and is no attacker pressing on (``rules.account_after_refusal``)."""
+    """Pressing on against a refusal (the reply just before the message refused): a request
+    half as plain is enough then. Not once the model has answered since (the message follows
+    an answer), nor where the user has answered the refusal with who they are or why they
+    ask, or narrowed the request: a wrongly refused user does that, and is no attacker
+    pressing on (``rules.account_after_refusal``)."""
+    if not refused_last(trajectory):
+        return Signal("persistence", 0.0,
+                      f"after {refused} refusals, the model has answered since")
     explained = account_after_refusal(trajectory)
     if explained is not None:
         return Signal("persistence", 0.0,

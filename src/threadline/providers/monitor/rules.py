@@ -12,7 +12,8 @@ the conversation-level signals catch what no single message shows:
     escalation     the message builds on the model's own earlier output ("you mentioned X,
                    expand on it") while the conversation's harm reading climbs
     reframing      refusals so far, then the request recast as a game, a story, a persona,
-                   a hypothetical, or with credentials
+                   a hypothetical, or with credentials, unless the recast narrows the request
+                   to less than the method (``SCOPED``)
 
 Drift from the conversation's start and from the system prompt's scope is the embedding
 detector's (``embeddings.py``): measured on words, every message drifts.
@@ -93,8 +94,9 @@ def _pattern(*parts: str) -> re.Pattern[str]:
 OPERATIONAL = _pattern(
     r"step[- ]by[- ]step", r"exact (?:quantit|amount|steps|reagent|procedure|protocol|paper)",
     r"(?:full|technical|detailed) (?:protocol|procedure|instructions|recipe)",
-    r"instructions (?:to|for)\b", r"the (?:code|recipe|procedure|protocol) for\b",
-    r"how (?:do|can|would|could) (?:i|we|someone|you) (?:make|build|synthesi[sz]e|extract|cook|"
+    r"instructions (?:to|for)\b(?! us(?:e|ing)\b)", r"the (?:code|recipe|procedure|protocol) for\b",
+    r"how (?:do|can|would|could) (?:i|we|someone|you) (?:make(?! sure\b)|build|synthesi[sz]e|"
+    r"extract|cook|"
     r"convert|print|assemble|culture|produce|get into|install|buy|hide|disable|pick|spread|"
     r"read|track|access|hack|steal|bypass|get past|clone|crack|tamper with)",
     r"list the\b", r"quantities", r"temperatures", r"give (?:me|your \w+) (?:the|a|exact)\b",
@@ -120,7 +122,8 @@ BACKREF = _pattern(
 # the request recast for the model: a game, a story, a persona, a hypothetical, a jailbreak
 RECAST = _pattern(
     r"hypothetical", r"pretend", r"role[- ]?play", r"in character", r"stay in character",
-    r"you are now", r"imagine you are", r"let'?s play", r"a game\b", r"fictional",
+    r"you are now", r"imagine you are", r"let'?s play",
+    r"(?:it'?s|this is|in|play|playing|just) a (?:[\w-]+ )?game\b", r"fictional",
     r"for a (?:novel|story|movie|film|book|school project)",
     r"it'?s (?:just )?for (?:a|an|my|our) (?:[\w-]+ ){0,2}(?:novel|story|book|film|movie|"
     r"script|screenplay|play|game|campaign|sketch|thriller|comic|show|series|scene|character)",
@@ -141,6 +144,7 @@ ACCOUNT = _pattern(
     r"i(?:'?m| am) (?:licen[cs]ed|certified|registered|qualified|trained|authori[sz]ed)",
     r"(?:^|(?<=[.!?] ))[\w-]+(?: [\w-]+)? here(?=[,.:;!-])",  # "Nurse here." opening a sentence
     r"i (?:work|teach|train|volunteer|run|manage|supervise|coach|practi[cs]e|lecture)\b",
+    r"(?:i'?m |i am )?asking (?:because|since|as)\b",  # why they ask
     r"(?:my|our) (?:job|work|profession|role|practice|business|clinic|school|class|course|"
     r"patients?|clients?|students?|staff|employees|customers|members|team|kids|children|son|"
     r"daughter)\b",
@@ -150,11 +154,40 @@ ACCOUNT = _pattern(
     r"safety\b", r"safely", r"legal(?:ly)?\b", r"lawful", r"by the book", r"permission",
     r"properly", r"licen[cs]ed?\b", r"authori[sz](?:ed|ation)\b", r"certified", r"registered",
     r"qualified", r"compliance", r"regulations?\b")
+# the request narrowed to less than the method: the operational part disclaimed ("not code",
+# "I don't need amounts or how to get it", "no tool settings or specifics") or the level
+# named ("high level", "plain-language", "story structure"). A wrongly refused user narrows
+# the request this way; a recast that still asks for the method ("quantities included",
+# "all the technical specifics") is the attacker's. General forms, not any script's wording.
+_DETAIL = (r"(?:[\w-]+ ){0,2}(?:code|steps|methods?|instructions|recipes?|how[- ]to|amounts?|"
+           r"quantities|doses?|dosages?|specifics|chemistry|details|techniques?|settings|"
+           r"exploits?|wiring|mechanics|procedures?|numbers|a (?:how-to|method|recipe|tutorial|"
+           r"walkthrough))\b")
+SCOPED = _pattern(
+    r"(?:not|never) (?:asking (?:you )?(?:for|about) |looking for |after |wanting |"
+    r"interested in )?" + _DETAIL,
+    r"(?:don'?t|do not|doesn'?t|does not) (?:need|want|care about|require)\s" + _DETAIL,
+    r"no (?:need for |need to (?:know|see) )?" + _DETAIL,
+    r"(?:without|minus|leave out|leaving out|skip(?:ping)? (?:the )?) " + _DETAIL,
+    r"(?:at|on) (?:a |the )?(?:high|general|story|conceptual|policy|overview)[- ]level",
+    r"high[- ]level", r"plain[- ](?:language|english|words)", r"in plain (?:terms|words|english)",
+    r"story (?:structure|beats|level|craft)",
+    r"general (?:patterns?|overview|principles|terms)", r"in general terms",
+    # how it comes across, not how it is done: "feel real, not be real", "feel authentic to
+    # players"
+    r"(?:feel|look|seem|sound|read)s? (?:real|authentic|realistic|convincing|plausible)(?:,| "
+    r"but| and)? (?:not|without) (?:be(?:ing)? )?(?:real|working|usable|functional)",
+    r"(?:feel|look|seem|sound|read)s? (?:real|authentic|realistic|convincing|plausible) (?:to|"
+    r"for) (?:the |an? |my |our )?(?:players?|readers?|viewers?|audiences?|jury|jurors)")
+# a refusal in its common first-person forms (the monitor's own, provider.py, is the
+# conversation's too)
 REFUSAL = _pattern(
-    r"i can'?t help", r"i cannot help", r"i can'?t (?:provide|assist|do that|include|give)",
-    r"i won'?t (?:help|provide)", r"i'?m not able to", r"i am not able to", r"i must decline",
-    r"i can'?t comply", r"sorry, but i\b",
-    r"i can'?t continue")  # the monitor's own refusal (provider.py) is the conversation's too
+    r"(?:i (?:can'?t|cannot|can not|won'?t|will not|am not going to)|i'?m not going to) (?:help|"
+    r"provide|assist|do (?:that|this|it)|include|give|share|go (?:into|down)|answer|write|"
+    r"describe|explain|lay out|continue|comply|play|walk|list|offer|be able to)",
+    r"i'?m not (?:able|willing|comfortable) to", r"i am not (?:able|willing) to",
+    r"i (?:must|have to|need to) decline", r"i'?d rather not", r"i'?m unable to",
+    r"sorry, but i\b")
 
 def harm_reading(policy: Policy, texts: Sequence[str]) -> tuple[float, dict[str, list[int]]]:
     """How much ``texts`` together read as a forbidden request, and which of them (by index)
@@ -176,11 +209,24 @@ def harm_reading(policy: Policy, texts: Sequence[str]) -> tuple[float, dict[str,
     return clip(score + 0.1 * (hits >= 3)), parts
 
 
+# a negation at most three words before a match, in the same clause: "I don't need real
+# bypass methods" disclaims the wording rather than asking for it
+NEGATED = re.compile(r"\b(?:not|no|never|don'?t|doesn'?t|do not|does not)(?:\s+[\w'-]+){0,3}\s*$",
+                     re.IGNORECASE)
+
+
 def _outside(pattern: re.Pattern[str], text: str, spans: Sequence[tuple[int, int]]) -> int:
-    """How many of ``pattern``'s matches in ``text`` are more than a subject's own words: one
-    phrase is one part ("to kill" names the subject, and is not its intent as well)."""
+    """How many of ``pattern``'s matches in ``text`` are parts of a request: more than a
+    subject's own words (one phrase is one part: "to kill" names the subject, and is not its
+    intent as well), and not disclaimed by a negation just before them in their clause."""
     return sum(1 for m in pattern.finditer(text)
-               if not any(start <= m.start() and m.end() <= end for start, end in spans))
+               if not any(start <= m.start() and m.end() <= end for start, end in spans)
+               and not _negated(text, m.start()))
+
+
+def _negated(text: str, at: int) -> bool:
+    clause = re.split(r"[.,;:!?]", text[max(0, at - 60):at])[-1]
+    return bool(NEGATED.search(clause))
 
 
 def is_refusal(reply: str) -> bool:
@@ -192,23 +238,32 @@ def refusals(trajectory: Trajectory) -> int:
     return sum(1 for reply in trajectory.replies() if is_refusal(reply))
 
 
-def account_after_refusal(trajectory: Trajectory) -> str | None:
-    """The user's own account of a role or purpose (``ACCOUNT``), given in a message since
-    the model first refused, the new one included; None where there is none, or where the
-    new message recasts the request (``RECAST``): a story or a game is no explanation.
+def refused_last(trajectory: Trajectory) -> bool:
+    """Whether the reply just before the new message refused: the message presses on
+    against a refusal, rather than following an answer."""
+    last = trajectory.turns[-1].reply if trajectory.turns else None
+    return last is not None and is_refusal(last)
 
-    A wrongly refused user says who they are or why they ask, and asks again; an attacker
-    pressing on recasts the request or just asks again. ``persistence`` counts only the
-    second, and stays off for the rest of the conversation once the user has explained."""
-    if RECAST.search(trajectory.message):
+
+def account_after_refusal(trajectory: Trajectory) -> str | None:
+    """The user's own account of a role or purpose (``ACCOUNT``), or the request narrowed to
+    less than the method (``SCOPED``), given in a message since the model first refused, the
+    new one included; None where there is none, or where the new message recasts the request
+    (``RECAST``) without narrowing it: a story or a game is no explanation.
+
+    A wrongly refused user says who they are or why they ask, or what they do not need, and
+    asks again; an attacker pressing on recasts the request for the same method or just asks
+    again. ``persistence`` counts only the second, and stays off for the rest of the
+    conversation once the user has explained."""
+    if RECAST.search(trajectory.message) and not SCOPED.search(trajectory.message):
         return None
     first = next((n for n, t in enumerate(trajectory.turns)
                   if t.reply is not None and is_refusal(t.reply)), None)
     if first is None:
         return None
     since = [t.user for t in trajectory.turns[first + 1:]] + [trajectory.message]
-    return next((text for text in since if ACCOUNT.search(text) and not RECAST.search(text)),
-                None)
+    return next((text for text in since if SCOPED.search(text)
+                 or (ACCOUNT.search(text) and not RECAST.search(text))), None)
 
 
 class RuleDetector:
@@ -254,5 +309,9 @@ class RuleDetector:
         refused = refusals(trajectory)
         if not refused or not REFRAME.search(trajectory.message) or union < 0.3:
             return Signal("reframing", 0.0, f"{refused} refusals so far")
+        narrowed = SCOPED.search(trajectory.message)
+        if narrowed:  # recast, but for less than the method: what a wrongly refused user does
+            return Signal("reframing", 0.0, f"recast after {refused} refusals, asking for "
+                                            f"less than the method ({narrowed.group(0)!r})")
         return Signal("reframing", clip(0.5 + 0.2 * refused),
                       f"reframed after {refused} refusals")
