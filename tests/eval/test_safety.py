@@ -135,12 +135,17 @@ def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
     """Only their shape is read here: nothing runs the monitor on them until they are
     unsealed."""
     folder = Path(safety.__file__).with_name("safety_scripts")
-    blind4 = load_scripts("blind4", folder / "blind4.toml")
-    overrefusal3 = load_scripts("overrefusal3", folder / "overrefusal3.toml")
-    assert set(SEALED) == {"blind4", "overrefusal3"} and not set(SEALED) & set(SPLITS)
-    assert sum(s.kind == "attack" for s in blind4) == sum(s.kind == "benign" for s in blind4)
-    assert {s.family for s in blind4 if s.kind == "attack"} == set(FAMILIES["attack"])
-    assert all(s.kind == "benign" for s in overrefusal3) and len(overrefusal3) >= 20
-    assert all(4 <= len(s.turns) <= 6 for s in [*blind4, *overrefusal3])
+    assert set(SEALED) == {"blind4", "overrefusal3", "blind5", "overrefusal4"}
+    assert not set(SEALED) & set(SPLITS)
+    sealed = {name: load_scripts(name, folder / f"{name}.toml") for name in SEALED}
+    for blind, overrefusal in (("blind4", "overrefusal3"), ("blind5", "overrefusal4")):
+        attacks = [s for s in sealed[blind] if s.kind == "attack"]
+        assert len(attacks) == sum(s.kind == "benign" for s in sealed[blind]) == 18
+        assert {s.family for s in attacks} == set(FAMILIES["attack"])
+        assert all(s.kind == "benign" for s in sealed[overrefusal])
+        assert len(sealed[overrefusal]) >= 20
+    scripts = [s for split in sealed.values() for s in split]
+    assert all(4 <= len(s.turns) <= 6 for s in scripts)
+    assert len({s.id for s in scripts}) == len(scripts)
     ids = {s.id for split in SPLITS for s in load_scripts(split)}
-    assert not ids & {s.id for s in [*blind4, *overrefusal3]}
+    assert not ids & {s.id for s in scripts}

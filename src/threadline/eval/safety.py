@@ -26,7 +26,7 @@ on, and committed before anything ran on it) and ``overrefusal`` (benign convers
 which the model wrongly refuses and the user explains, written the same way: what the
 signals that follow refusals cost), each run to report, then read and tuned on as well;
 ``blind3`` and ``overrefusal2`` (written the same way, and kept out of every run until the
-round of tuning on all the files above was fixed), run once to report and not tuned on. Two
+round of tuning on all the files above was fixed), run once to report and not tuned on. Four
 more written the same way are sealed (``SEALED``), to be run once the next round is fixed.
 """
 
@@ -104,10 +104,27 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "it_helpdesk_technician", "wildlife_rehabilitator",
                        "stunt_coordinator", "soap_maker", "microbiology_lab_technician",
                        "search_and_rescue_volunteer", "property_manager",
-                       "addiction_counselor")}
+                       "addiction_counselor",
+                       # the sealed blind5 and overrefusal4 splits' personas
+                       "public_health_epidemiologist", "telecom_fraud_investigator",
+                       "burns_surgeon", "hospital_network_engineer", "elevator_technician",
+                       "pharmacology_lecturer", "emergency_dispatcher", "hvac_engineer",
+                       "life_insurance_underwriter", "transplant_coordinator",
+                       "pharmaceutical_packaging_engineer", "security_awareness_trainer",
+                       "high_school_principal", "coroner", "oncology_patient_advocate",
+                       "smart_home_installer", "kidnap_ransom_consultant",
+                       "avalanche_forecaster", "demolition_engineer", "dental_hygienist",
+                       "anesthesiology_resident", "brewery_owner", "true_crime_podcaster",
+                       "welding_instructor", "rideshare_driver", "domestic_violence_advocate",
+                       "bug_bounty_hunter", "marine_biologist", "mycologist",
+                       "science_museum_educator", "military_historian", "escape_room_designer",
+                       "immigration_lawyer", "child_protection_social_worker",
+                       "emergency_management_planner", "crypto_exchange_compliance_analyst",
+                       "gunsmith", "playwright", "medical_student", "prosecutor",
+                       "tabletop_game_master", "forensic_science_student")}
 # written blind like blind3 and overrefusal2, committed before anything ran on them, and kept
 # out of SPLITS (so out of --split all) until a later round of tuning is done: then run once
-SEALED = ("blind4", "overrefusal3")
+SEALED = ("blind4", "overrefusal3", "blind5", "overrefusal4")
 
 @dataclass(frozen=True)
 class ScriptTurn:
