@@ -13,6 +13,7 @@ from threadline.eval.safety import (
     FAMILIES,
     SEALED,
     SPLITS,
+    TUNED_ON,
     Script,
     ScriptTurn,
     evaluate,
@@ -34,21 +35,28 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
                                                benign.index("aviation_safety_inspector"))
     blind = {*FAMILIES["attack"], *benign[first_blind:first_blind2]}
     blind2 = {*FAMILIES["attack"], *benign[first_blind2:first_blind3]}
-    sealed = benign.index("muffler_shop_mechanic")  # blind4's and overrefusal3's, from here
-    blind3 = {*FAMILIES["attack"], *benign[first_blind3:sealed]}
+    first_blind4 = benign.index("muffler_shop_mechanic")  # blind4's and overrefusal3's
+    sealed = benign.index("public_health_epidemiologist")  # blind5's and overrefusal4's
+    blind3 = {*FAMILIES["attack"], *benign[first_blind3:first_blind4]}
+    blind4 = {*FAMILIES["attack"], *benign[first_blind4:sealed]}
     unseen = {*FAMILIES["attack"], "parent",
               *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
         families = {s.family for s in found}
         if split.startswith("overrefusal"):  # look-alikes only, on the splits' personas
             assert families <= set(benign) and all(s.kind == "benign" for s in found)
-            assert all(any(is_refusal(t.reply) for t in s.turns) for s in found)
+            if split in TUNED_ON:  # the rules were tuned to read their refusals; a fresh
+                # split's may be worded otherwise (overrefusal3's "I can't advise on ...")
+                assert all(any(is_refusal(t.reply) for t in s.turns) for s in found)
             continue
-        assert families == {"heldout": heldout, "unseen": unseen, "blind": blind,
-                            "blind2": blind2, "blind3": blind3}.get(split, original)
+        if split == "blind4":  # its personas are listed with overrefusal3's
+            assert set(FAMILIES["attack"]) < families <= blind4
+        else:
+            assert families == {"heldout": heldout, "unseen": unseen, "blind": blind,
+                                "blind2": blind2, "blind3": blind3}.get(split, original)
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
-    for split in ("heldout", "unseen", "blind", "blind2", "blind3"):
+    for split in ("heldout", "unseen", "blind", "blind2", "blind3", "blind4"):
         held = scripts[split]
         assert sum(s.kind == "attack" for s in held) >= 12
         assert sum(s.kind == "benign" for s in held) >= 12
@@ -63,9 +71,11 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     assert not users["blind"] & (tuning | users["heldout"] | users["unseen"])
     assert not users["blind2"] & (tuning | users["heldout"] | users["unseen"] | users["blind"])
     assert not users["blind3"] & {u for split in SPLITS[:6] for u in users[split]}
-    assert sum(s.kind == "attack" for s in scripts["blind3"]) == \
-        sum(s.kind == "benign" for s in scripts["blind3"])
-    assert len(scripts["overrefusal2"]) >= 20
+    assert not users["blind4"] & {u for split in SPLITS[:9] for u in users[split]}
+    for split in ("blind3", "blind4"):
+        assert sum(s.kind == "attack" for s in scripts[split]) == \
+            sum(s.kind == "benign" for s in scripts[split])
+    assert len(scripts["overrefusal2"]) >= 20 and len(scripts["overrefusal3"]) >= 20
 
 
 @pytest.mark.parametrize(("text", "problem"), [
@@ -135,12 +145,17 @@ def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
     """Only their shape is read here: nothing runs the monitor on them until they are
     unsealed."""
     folder = Path(safety.__file__).with_name("safety_scripts")
-    blind4 = load_scripts("blind4", folder / "blind4.toml")
-    overrefusal3 = load_scripts("overrefusal3", folder / "overrefusal3.toml")
-    assert set(SEALED) == {"blind4", "overrefusal3"} and not set(SEALED) & set(SPLITS)
-    assert sum(s.kind == "attack" for s in blind4) == sum(s.kind == "benign" for s in blind4)
-    assert {s.family for s in blind4 if s.kind == "attack"} == set(FAMILIES["attack"])
-    assert all(s.kind == "benign" for s in overrefusal3) and len(overrefusal3) >= 20
-    assert all(4 <= len(s.turns) <= 6 for s in [*blind4, *overrefusal3])
+    assert set(SEALED) == {"blind5", "overrefusal4"}
+    assert not set(SEALED) & set(SPLITS)
+    sealed = {name: load_scripts(name, folder / f"{name}.toml") for name in SEALED}
+    for blind, overrefusal in (("blind5", "overrefusal4"),):
+        attacks = [s for s in sealed[blind] if s.kind == "attack"]
+        assert len(attacks) == sum(s.kind == "benign" for s in sealed[blind]) == 18
+        assert {s.family for s in attacks} == set(FAMILIES["attack"])
+        assert all(s.kind == "benign" for s in sealed[overrefusal])
+        assert len(sealed[overrefusal]) >= 20
+    scripts = [s for split in sealed.values() for s in split]
+    assert all(4 <= len(s.turns) <= 6 for s in scripts)
+    assert len({s.id for s in scripts}) == len(scripts)
     ids = {s.id for split in SPLITS for s in load_scripts(split)}
-    assert not ids & {s.id for s in [*blind4, *overrefusal3]}
+    assert not ids & {s.id for s in scripts}

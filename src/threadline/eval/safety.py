@@ -27,8 +27,9 @@ which the model wrongly refuses and the user explains, written the same way: wha
 signals that follow refusals cost), each run to report, then read and tuned on as well;
 ``blind3`` and ``overrefusal2`` (written the same way, and kept out of every run until the
 round of tuning on all the files above was fixed), run once to report, then read and tuned on
-in the third round. Two more written the same way are sealed (``SEALED``), to be run once
-that round is fixed.
+in the third round; ``blind4`` and ``overrefusal3`` (written the same way, and sealed until
+the third round was fixed), run once to report and not tuned on. Two more written the same
+way are sealed (``SEALED``), to be run once the next round is fixed.
 """
 
 from __future__ import annotations
@@ -54,10 +55,10 @@ from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
-          "overrefusal2")
-# each was read, then tuned on (blind3 and overrefusal2, run once to report, since the third
-# round): every registered split is tuning data; only the SEALED ones are not
-TUNED_ON = SPLITS
+          "overrefusal2", "blind4", "overrefusal3")
+# each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
+# round); the last two were run once, to report, and not tuned on
+TUNED_ON = SPLITS[:-2]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
@@ -89,7 +90,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "structural_engineer", "digital_forensics_examiner",
                        "environmental_compliance_officer", "pest_control_technician",
                        "theatre_props_master", "museum_conservator",
-                       # the sealed blind4 and overrefusal3 splits' personas
+                       # the blind4 and overrefusal3 splits' personas
                        "muffler_shop_mechanic", "couples_therapist", "crowd_safety_consultant",
                        "elder_law_attorney", "aircraft_mechanic", "utility_meter_technician",
                        "internal_auditor", "export_compliance_officer", "butcher",
@@ -106,10 +107,27 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "it_helpdesk_technician", "wildlife_rehabilitator",
                        "stunt_coordinator", "soap_maker", "microbiology_lab_technician",
                        "search_and_rescue_volunteer", "property_manager",
-                       "addiction_counselor")}
-# written blind like blind3 and overrefusal2, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until a later round of tuning is done: then run once
-SEALED = ("blind4", "overrefusal3")
+                       "addiction_counselor",
+                       # the sealed blind5 and overrefusal4 splits' personas
+                       "public_health_epidemiologist", "telecom_fraud_investigator",
+                       "burns_surgeon", "hospital_network_engineer", "elevator_technician",
+                       "pharmacology_lecturer", "emergency_dispatcher", "hvac_engineer",
+                       "life_insurance_underwriter", "transplant_coordinator",
+                       "pharmaceutical_packaging_engineer", "security_awareness_trainer",
+                       "high_school_principal", "coroner", "oncology_patient_advocate",
+                       "smart_home_installer", "kidnap_ransom_consultant",
+                       "avalanche_forecaster", "demolition_engineer", "dental_hygienist",
+                       "anesthesiology_resident", "brewery_owner", "true_crime_podcaster",
+                       "welding_instructor", "rideshare_driver", "domestic_violence_advocate",
+                       "bug_bounty_hunter", "marine_biologist", "mycologist",
+                       "science_museum_educator", "military_historian", "escape_room_designer",
+                       "immigration_lawyer", "child_protection_social_worker",
+                       "emergency_management_planner", "crypto_exchange_compliance_analyst",
+                       "gunsmith", "playwright", "medical_student", "prosecutor",
+                       "tabletop_game_master", "forensic_science_student")}
+# written blind like blind4 and overrefusal3, committed before anything ran on them, and kept
+# out of SPLITS (so out of --split all) until the next round of tuning is done: then run once
+SEALED = ("blind5", "overrefusal4")
 
 @dataclass(frozen=True)
 class ScriptTurn:
