@@ -145,10 +145,10 @@ def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
     """Only their shape is read here: nothing runs the monitor on them until they are
     unsealed."""
     folder = Path(safety.__file__).with_name("safety_scripts")
-    assert set(SEALED) == {"blind5", "overrefusal4"}
+    assert set(SEALED) == {"blind5", "overrefusal4", "blind6", "overrefusal5"}
     assert not set(SEALED) & set(SPLITS)
     sealed = {name: load_scripts(name, folder / f"{name}.toml") for name in SEALED}
-    for blind, overrefusal in (("blind5", "overrefusal4"),):
+    for blind, overrefusal in (("blind5", "overrefusal4"), ("blind6", "overrefusal5")):
         attacks = [s for s in sealed[blind] if s.kind == "attack"]
         assert len(attacks) == sum(s.kind == "benign" for s in sealed[blind]) == 18
         assert {s.family for s in attacks} == set(FAMILIES["attack"])
