@@ -28,8 +28,9 @@ signals that follow refusals cost), each run to report, then read and tuned on a
 ``blind3`` and ``overrefusal2`` (written the same way, and kept out of every run until the
 round of tuning on all the files above was fixed), run once to report, then read and tuned on
 in the third round; ``blind4`` and ``overrefusal3`` (written the same way, and sealed until
-the third round was fixed), run once to report and not tuned on. Two more written the same
-way are sealed (``SEALED``), to be run once the next round is fixed.
+the third round was fixed), run once to report, then read and tuned on in the fourth round:
+every registered split is tuning data. Two more written the same way are sealed
+(``SEALED``), to be run once the fourth round is fixed.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ from threadline.turn import monitoring
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
           "overrefusal2", "blind4", "overrefusal3")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
-# round); the last two were run once, to report, and not tuned on
-TUNED_ON = SPLITS[:-2]
+# round; blind4 and overrefusal3, run once to report, in the fourth)
+TUNED_ON = SPLITS
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
@@ -126,7 +127,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "gunsmith", "playwright", "medical_student", "prosecutor",
                        "tabletop_game_master", "forensic_science_student")}
 # written blind like blind4 and overrefusal3, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until the next round of tuning is done: then run once
+# out of SPLITS (so out of --split all) until the fourth round of tuning is done: then run once
 SEALED = ("blind5", "overrefusal4")
 
 @dataclass(frozen=True)
