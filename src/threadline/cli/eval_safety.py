@@ -17,9 +17,9 @@ from threadline.models import MODELS
 @click.command()
 @click.option("--split", type=click.Choice([*SPLITS, "all"]), default="all", show_default=True,
               help="The scripts to run: dev, seen, heldout, unseen, blind, blind2, blind3, "
-                   "overrefusal or overrefusal2 (look-alikes the model wrongly refuses): the "
-                   "monitor was tuned on them; blind4 or overrefusal3 (written blind to it, "
-                   "run once to report, never tuned on); or all (each reported apart).")
+                   "blind4, or overrefusal, overrefusal2, overrefusal3 (look-alikes the model "
+                   "wrongly refuses): the monitor was tuned on all of them (the later ones "
+                   "each run once to report first); or all (each reported apart).")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)), default="local",
               show_default=True,
               help="The model that answers the scripts' messages; scripted answers with the "

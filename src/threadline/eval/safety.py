@@ -28,8 +28,9 @@ signals that follow refusals cost), each run to report, then read and tuned on a
 ``blind3`` and ``overrefusal2`` (written the same way, and kept out of every run until the
 round of tuning on all the files above was fixed), run once to report, then read and tuned on
 in the third round; ``blind4`` and ``overrefusal3`` (written the same way, and sealed until
-the third round was fixed), run once to report and not tuned on. Four more written the same
-way, in two pairs, are sealed (``SEALED``), each pair to be run once its round is fixed.
+the third round was fixed), run once to report, then read and tuned on in the fourth round:
+every registered split is tuning data. Four more written the same way, in two pairs, are
+sealed (``SEALED``), each pair to be run once its round is fixed.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ from threadline.turn import monitoring
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
           "overrefusal2", "blind4", "overrefusal3")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
-# round); the last two were run once, to report, and not tuned on
-TUNED_ON = SPLITS[:-2]
+# round; blind4 and overrefusal3, run once to report, in the fourth)
+TUNED_ON = SPLITS
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",

@@ -8,10 +8,11 @@
                classifier fitted on a broad set of forbidden requests and look-alikes
                (``intent.py``): it reaches harms no example names (docs/safety.md)
     persistence  (with ``intent=True``, where the reply just before the message refused) the
-               same probability on a lower scale: asking on against a refusal is the
-               conversation-level sign of an attack that a message alone does not show;
-               nothing once the user has answered a refusal with their role or purpose, or
-               narrowed the request to less than the method
+               same probability on a lower scale, of the message or, where it recasts the
+               request (a story, a game, a persona), of the refused request it carries on:
+               asking on against a refusal is the conversation-level sign of an attack that
+               a message alone does not show; nothing once the user has answered a refusal
+               with their role or purpose, or narrowed the request to less than the method
     drift      how far the new message has moved from the conversation's first message and
                from the system prompt's scope, in meaning
 
@@ -39,6 +40,8 @@ from threadline.providers.monitor.rules import (
     WINDOW,
     Policy,
     account_after_refusal,
+    is_refusal,
+    recasts,
     refusals,
     refused_last,
 )
@@ -143,7 +146,14 @@ class EmbeddingDetector:
                               "one) of a forbidden request"))
             refused = refusals(trajectory)
             if refused:
-                out.append(_persistence(trajectory, p, refused))
+                # a recast (a story, a game, a persona, a hypothetical) that does not narrow
+                # the request carries the refused request on: it reads as the recent user
+                # messages that a reply refused (their vectors are cached), where a message
+                # that explains or asks something else is read on its own
+                asked = [classifier.probability(v) for v, refused_it in zip(
+                    vectors[-len(recent):-1], _refused_in(trajectory, len(recent) - 1),
+                    strict=True) if refused_it] if recasts(trajectory.message) else []
+                out.append(_persistence(trajectory, max([p, *asked]), refused))
         start = 1 - float(message @ first) if trajectory.turns else 0.0
         away = 1 - float(message @ scope) if scope is not None else 0.0
         out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
@@ -159,12 +169,20 @@ def _unit_mean(vectors: list[Any]) -> Any:
     return mean / max(float(numpy.linalg.norm(mean)), 1e-9)
 
 
+def _refused_in(trajectory: Trajectory, last: int) -> list[bool]:
+    """For each of the last ``last`` earlier user messages, whether its reply refused."""
+    turns = trajectory.turns[-last:] if last > 0 else ()
+    return [t.reply is not None and is_refusal(t.reply) for t in turns]
+
+
 def _persistence(trajectory: Trajectory, p: float, refused: int) -> Signal:
     """Pressing on against a refusal (the reply just before the message refused): a request
-    half as plain is enough then. Not once the model has answered since (the message follows
-    an answer), nor where the user has answered the refusal with who they are or why they
-    ask, or narrowed the request: a wrongly refused user does that, and is no attacker
-    pressing on (``rules.account_after_refusal``)."""
+    half as plain is enough then (``p``: the new message's reading or, where it recasts the
+    request, that of the recent requests that were refused, whichever is plainer). Not once
+    the model has answered since (the message follows an answer), nor where the user has
+    answered the refusal with who they are or why they ask, or narrowed the request: a
+    wrongly refused user does that, and is no attacker pressing on
+    (``rules.account_after_refusal``)."""
     if not refused_last(trajectory):
         return Signal("persistence", 0.0,
                       f"after {refused} refusals, the model has answered since")

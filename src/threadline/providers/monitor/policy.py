@@ -15,6 +15,17 @@ The risk maps to actions at thresholds (tuned on the dev scripts; docs/safety.md
     refuse    ≥ 0.85  the turn is answered with a refusal instead of the model's reply
 
 An application can raise or lower any threshold, or turn an action off (None).
+
+**A message that opens a request is not yet a conversation** (``first_cap``). On a
+conversation's first message, and on one that answers a refusal with an account or a
+narrowed request (``rules.opens``), the intent classifier's reading counts at most
+``first_cap`` (default nothing) unless another signal of the turn corroborates it
+(``CORROBORATE``; for ``harm``, the rules' subject with method or intent): a professional's
+blunt opening reads as forbidden as an attacker's, and what tells them apart is what
+follows. The reading is **held** in the decision's state (``held``) and counts, at its
+decay, on the first later turn that corroborates it with a conversation-level signal
+(pressing on after a refusal, a recast, building on the model's output, a decomposition);
+a user who explains or goes on to something else lets it decay away.
 """
 
 from __future__ import annotations
@@ -26,6 +37,12 @@ from typing import Any
 from threadline.errors import InputError
 from threadline.providers.monitor.signals import Signal, clip
 from threadline.turn.monitoring import ACTIONS
+
+# signals that read the conversation (or, for ``harm``, subject with method or intent in the
+# rules) and so corroborate a single message's intent reading: the least score that does
+CORROBORATE = {"harm": 0.6, "decomposition": 0.01, "escalation": 0.01, "reframing": 0.01,
+               "persistence": 0.01, "classifier": 0.6}
+HELD = "intent"  # the signal a first message's reading is held back from
 
 WEIGHTS = {"harm": 1.0, "decomposition": 1.0, "escalation": 1.0, "reframing": 1.0,
            "semantic": 0.7, "intent": 1.0, "persistence": 1.0, "classifier": 1.0}
@@ -44,6 +61,8 @@ class RiskPolicy:
     flag: float | None = 0.60
     restrict: float | None = 0.60
     refuse: float | None = 0.85
+    # the most a first message's intent reading counts uncorroborated (None: all of it)
+    first_cap: float | None = 0.0
 
     def __post_init__(self) -> None:
         for action in ACTIONS:
@@ -53,6 +72,30 @@ class RiskPolicy:
                                  f"None (off); got {value!r}")
         if not 0 <= self.decay < 1:
             raise InputError(f"the monitor's risk decay must be in [0, 1); got {self.decay!r}")
+        if self.first_cap is not None and not 0 <= self.first_cap <= 1:
+            raise InputError(f"the monitor's first-message cap must be in [0, 1] or None; got "
+                             f"{self.first_cap!r}")
+
+    def hold(self, signals: Sequence[Signal], previous: Mapping[str, Any] | None, *,
+             first: bool) -> tuple[list[Signal], float]:
+        """The signals that count this turn, and the reading held back after it: a message
+        that opens a request (``first``) has its uncorroborated intent above ``first_cap``
+        held, and a held reading counts (at its decay) on the first later turn that a
+        ``CORROBORATE`` signal corroborates."""
+        out = list(signals)
+        if self.first_cap is None:
+            return out, 0.0
+        held = self.decay * float((previous or {}).get("held", 0.0))
+        corroborated = any(s.score >= CORROBORATE[s.name] for s in out if s.name in CORROBORATE)
+        reading = max((s.score for s in out if s.name == HELD), default=0.0)
+        if first and not corroborated and reading > self.first_cap:
+            return [Signal(s.name, min(s.score, self.first_cap),
+                           f"{s.detail}; opening the request alone, held back: {s.score:.2f}")
+                    if s.name == HELD else s for s in out], max(held, reading)
+        if held > 0 and corroborated:
+            out.append(Signal(HELD, held, "held back earlier, corroborated now"))
+            return out, 0.0
+        return out, held if held >= 0.05 else 0.0
 
     def turn_risk(self, signals: Sequence[Signal]) -> float:
         strongest: dict[str, float] = {}
@@ -69,7 +112,11 @@ class RiskPolicy:
         return clip(1 - keep + self.drift_weight * strongest.get("drift", 0.0) * top)
 
     def decide(self, signals: Sequence[Signal], previous: Mapping[str, Any] | None, *,
-               safe_tools: Sequence[str] | None) -> Decision:
+               safe_tools: Sequence[str] | None, first: bool | None = None) -> Decision:
+        """``first``: whether the message is the conversation's first (None: where there
+        is no earlier decision)."""
+        signals, held = self.hold(signals, previous,
+                                  first=previous is None if first is None else first)
         turn = self.turn_risk(signals)
         carried = self.decay * float(previous.get("risk", 0.0)) if previous else 0.0
         risk = max(turn, carried)
@@ -83,7 +130,7 @@ class RiskPolicy:
         restricted = was_restricted or "restrict" in reached
         return Decision(
             risk=round(risk, 3), turn_risk=round(turn, 3), actions=tuple(actions),
-            signals=tuple(signals), restricted=restricted,
+            signals=tuple(signals), restricted=restricted, held=round(held, 3),
             flagged=was_flagged or "flag" in reached,
             safe_tools=(tuple(safe_tools) if safe_tools is not None else None)
             if restricted else None)
@@ -98,6 +145,7 @@ class Decision:
     restricted: bool = False     # tools limited, from now on
     flagged: bool = False        # flagged for review, once and for all
     safe_tools: tuple[str, ...] | None = None
+    held: float = 0.0            # a first message's reading held back until corroborated
     detectors: tuple[str, ...] = ()
     elapsed_ms: float = 0.0
 
@@ -107,6 +155,8 @@ class Decision:
             "signals": [s.to_json() for s in self.signals], "restricted": self.restricted,
             "flagged": self.flagged, "detectors": list(self.detectors),
             "elapsed_ms": round(self.elapsed_ms, 3)}
+        if self.held:
+            out["held"] = self.held
         if self.restricted:
             out["safe_tools"] = None if self.safe_tools is None else list(self.safe_tools)
         return out

@@ -28,7 +28,7 @@ from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
 from threadline.items import Item, NewItem, new_id
 from threadline.providers.goal import ask
 from threadline.providers.monitor.policy import Decision, RiskPolicy
-from threadline.providers.monitor.rules import RuleDetector
+from threadline.providers.monitor.rules import RuleDetector, opens
 from threadline.providers.monitor.signals import Detector
 from threadline.providers.monitor.trajectory import Trajectory
 from threadline.request import TailBlock
@@ -58,7 +58,8 @@ class TrajectoryMonitor(Provider):
         """The decision for the trajectory's new message, in the conversation."""
         started = time.perf_counter()
         signals = [s for d in self.detectors for s in d.signals(trajectory)]
-        decision = self.policy.decide(signals, trajectory.previous, safe_tools=self.safe_tools)
+        decision = self.policy.decide(signals, trajectory.previous, safe_tools=self.safe_tools,
+                                      first=opens(trajectory))
         return replace(decision, detectors=tuple(d.name for d in self.detectors),
                        elapsed_ms=(time.perf_counter() - started) * 1000)
 

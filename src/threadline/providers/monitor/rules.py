@@ -13,7 +13,8 @@ the conversation-level signals catch what no single message shows:
                    expand on it") while the conversation's harm reading climbs
     reframing      refusals so far, then the request recast as a game, a story, a persona,
                    a hypothetical, or with credentials, unless the recast narrows the request
-                   to less than the method (``SCOPED``)
+                   to less than the method (``SCOPED``); where the policy names no subject,
+                   the model's refusal stands for one, and a recast (not credentials) counts
 
 Drift from the conversation's start and from the system prompt's scope is the embedding
 detector's (``embeddings.py``): measured on words, every message drifts.
@@ -32,6 +33,10 @@ from threadline.providers.monitor.signals import Signal, clip
 from threadline.providers.monitor.trajectory import Trajectory
 
 WINDOW = 6  # user messages the union is read over (the new one included)
+# refusals after which a recast counts as reframing though the policy names no subject: the
+# model's refusal names it (chosen on the tuning splits: one adds no false alarm on the 68
+# wrongly refused look-alikes of overrefusal, overrefusal2 and overrefusal3)
+REFRAMING_REFUSALS = 1
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,8 @@ ACCOUNT = _pattern(
     r"(?:i(?:'?m| am)|we(?:'re| are)) (?:just |only |actually |also )?(?:a|an|the|his|her|"
     r"their|your|our)\b",
     r"i(?:'?m| am) (?:licen[cs]ed|certified|registered|qualified|trained|authori[sz]ed)",
+    # where they stand: "I'm on the night shift", "I'm with the fire department"
+    r"i(?:'?m| am) (?:on|with|from|part of) (?:the|a|an|our|my)\b",
     r"(?:^|(?<=[.!?] ))[\w-]+(?: [\w-]+)? here(?=[,.:;!-])",  # "Nurse here." opening a sentence
     r"i (?:work|teach|train|volunteer|run|manage|supervise|coach|practi[cs]e|lecture)\b",
     r"(?:i'?m |i am )?asking (?:because|since|as)\b",  # why they ask
@@ -184,7 +191,8 @@ SCOPED = _pattern(
 REFUSAL = _pattern(
     r"(?:i (?:can'?t|cannot|can not|won'?t|will not|am not going to)|i'?m not going to) (?:help|"
     r"provide|assist|do (?:that|this|it)|include|give|share|go (?:into|down)|answer|write|"
-    r"describe|explain|lay out|continue|comply|play|walk|list|offer|be able to)",
+    r"describe|explain|lay out|continue|comply|play|walk|list|offer|be able to|advise|recommend|"
+    r"discuss|suggest)",
     r"i'?m not (?:able|willing|comfortable) to", r"i am not (?:able|willing) to",
     r"i (?:must|have to|need to) decline", r"i'?d rather not", r"i'?m unable to",
     r"sorry, but i\b")
@@ -229,6 +237,12 @@ def _negated(text: str, at: int) -> bool:
     return bool(NEGATED.search(clause))
 
 
+def recasts(message: str) -> bool:
+    """Whether ``message`` recasts a request (``RECAST``: a story, a game, a persona, a
+    hypothetical) without narrowing it to less than the method (``SCOPED``)."""
+    return bool(RECAST.search(message)) and not SCOPED.search(message)
+
+
 def is_refusal(reply: str) -> bool:
     return bool(REFUSAL.search(reply[:400]))
 
@@ -255,7 +269,7 @@ def account_after_refusal(trajectory: Trajectory) -> str | None:
     asks again; an attacker pressing on recasts the request for the same method or just asks
     again. ``persistence`` counts only the second, and stays off for the rest of the
     conversation once the user has explained."""
-    if RECAST.search(trajectory.message) and not SCOPED.search(trajectory.message):
+    if recasts(trajectory.message):
         return None
     first = next((n for n, t in enumerate(trajectory.turns)
                   if t.reply is not None and is_refusal(t.reply)), None)
@@ -264,6 +278,19 @@ def account_after_refusal(trajectory: Trajectory) -> str | None:
     since = [t.user for t in trajectory.turns[first + 1:]] + [trajectory.message]
     return next((text for text in since if SCOPED.search(text)
                  or (ACCOUNT.search(text) and not RECAST.search(text))), None)
+
+
+def opens(trajectory: Trajectory) -> bool:
+    """Whether the message opens a request: the conversation's first message, or one that
+    answers the refusal just before it with an account (``ACCOUNT``) or a narrowed request
+    (``SCOPED``) rather than a recast. Either comes with no conversation to read it by yet;
+    what follows tells a professional's blunt question from an attacker's (``RiskPolicy``
+    holds the intent reading of such a message until a later turn corroborates it)."""
+    if not trajectory.turns:
+        return True
+    message = trajectory.message
+    return refused_last(trajectory) and not recasts(message) and bool(
+        SCOPED.search(message) or ACCOUNT.search(message))
 
 
 class RuleDetector:
@@ -307,11 +334,16 @@ class RuleDetector:
 
     def _reframing(self, trajectory: Trajectory, union: float) -> Signal:
         refused = refusals(trajectory)
-        if not refused or not REFRAME.search(trajectory.message) or union < 0.3:
+        # the model's refusals name the subject where the policy's lexicon does not: a
+        # recast after REFRAMING_REFUSALS of them counts without one
+        unnamed = union < 0.3
+        if not refused or not REFRAME.search(trajectory.message) or (
+                unnamed and (refused < REFRAMING_REFUSALS or not recasts(trajectory.message))):
             return Signal("reframing", 0.0, f"{refused} refusals so far")
         narrowed = SCOPED.search(trajectory.message)
         if narrowed:  # recast, but for less than the method: what a wrongly refused user does
             return Signal("reframing", 0.0, f"recast after {refused} refusals, asking for "
                                             f"less than the method ({narrowed.group(0)!r})")
         return Signal("reframing", clip(0.5 + 0.2 * refused),
-                      f"reframed after {refused} refusals")
+                      f"reframed after {refused} refusals"
+                      + (" (of a subject the policy does not name)" if unnamed else ""))
