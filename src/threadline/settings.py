@@ -58,10 +58,10 @@ class Settings:
     monitor: bool = False
     # its embedding detector (the dense extra); None: where the extra is installed
     monitor_embeddings: bool | None = None
-    # its intent classifier (with the embedding detector): off unless asked for, since on
-    # the split never tuned on it raised false alarms on 3 of 18 look-alikes, and on 10 of 20
-    # benign conversations the model had wrongly refused (docs/safety.md)
-    monitor_intent: bool = False
+    # its intent classifier; None: wherever the embedding detector runs (by the rule fixed
+    # before blind2 was run: on blind5, written blind and never tuned on, it detected 16/18
+    # at 1/18 false alarms against the embeddings' and rules' 6/18; docs/safety.md)
+    monitor_intent: bool | None = None
     # its model classifier: the backend it asks (a name THREADLINE_MODEL takes, configured
     # by the same settings); None: off
     monitor_classifier: str | None = None

@@ -128,17 +128,19 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
                   delegation=delegation)
 
 
-def default_monitor(embeddings: bool | None = None, *, intent: bool = False,
+def default_monitor(embeddings: bool | None = None, *, intent: bool | None = None,
                     classifier: ModelBackend | None = None) -> TrajectoryMonitor:
     """The trajectory monitor with the rules and, where the dense extra is installed (always
     when ``embeddings``; refused without it), the embedding detector; with ``classifier``,
-    the model classifier asking that model too; with ``intent``, the embedding detector's
-    intent classifier too (it needs the embeddings: refused without them)."""
+    the model classifier asking that model too. The embedding detector runs its intent
+    classifier unless ``intent`` is False (asked for with the embeddings off, it is
+    refused: it runs in the embedding detector)."""
     if intent and embeddings is False:
         raise InputError("the monitor's intent classifier runs in its embedding detector",
                          hint="turn the embeddings on (THREADLINE_MONITOR_EMBEDDINGS=1, "
                               "--embeddings), or the intent classifier off")
-    found = embedding_detector(enabled=True if intent else embeddings, intent=intent)
+    found = embedding_detector(enabled=True if intent else embeddings,
+                               intent=intent is not False)
     return TrajectoryMonitor([RuleDetector(), *([found] if found is not None else []),
                               *([ModelClassifier(classifier)] if classifier is not None
                                 else [])])

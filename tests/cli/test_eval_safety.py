@@ -12,15 +12,16 @@ def test_reports_every_split_on_the_scripted_model(tl: Invoke) -> None:
     report = run.json()
     assert set(report["splits"]) == {"dev", "seen", "heldout", "unseen", "blind", "blind2",
                                      "overrefusal", "blind3", "overrefusal2", "blind4",
-                                     "overrefusal3"}
-    # every registered split has been tuned on (the last two in the fourth round, after
-    # their one run to report); the sealed ones are not registered
-    assert all(split["tuned_on"] for split in report["splits"].values())
+                                     "overrefusal3", "blind5", "overrefusal4"}
+    # the last two were run once, to report, and not tuned on; the sealed ones are not
+    # registered
+    assert {name for name, split in report["splits"].items() if not split["tuned_on"]} == \
+        {"blind5", "overrefusal4"}
     assert report["splits"]["overrefusal"]["detection_rate"]["conversation"] is None
     assert report["detectors"] == ["rules"]
     human = tl("eval", "safety", "--model", "scripted", "--no-embeddings", "--no-planted",
-               "--split", "blind4")
-    assert human.code == 0 and "blind4 (tuned on)" in human.out and "per message" in human.out
+               "--split", "blind5")
+    assert human.code == 0 and "blind5 (held out)" in human.out and "per message" in human.out
 
 
 def test_an_unknown_split_is_refused(tl: Invoke) -> None:

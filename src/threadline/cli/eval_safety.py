@@ -18,8 +18,9 @@ from threadline.models import MODELS
 @click.option("--split", type=click.Choice([*SPLITS, "all"]), default="all", show_default=True,
               help="The scripts to run: dev, seen, heldout, unseen, blind, blind2, blind3, "
                    "blind4, or overrefusal, overrefusal2, overrefusal3 (look-alikes the model "
-                   "wrongly refuses): the monitor was tuned on all of them (the later ones "
-                   "each run once to report first); or all (each reported apart).")
+                   "wrongly refuses): the monitor was tuned on them (the later ones each run "
+                   "once to report first); blind5 or overrefusal4 (written blind to it, run "
+                   "once to report, never tuned on); or all (each reported apart).")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)), default="local",
               show_default=True,
               help="The model that answers the scripts' messages; scripted answers with the "
@@ -30,8 +31,9 @@ from threadline.models import MODELS
                    "extra is installed. THREADLINE_MONITOR_CLASSIFIER adds the model "
                    "classifier.")
 @click.option("--intent/--no-intent", default=None,
-              help="Add the embedding detector's intent classifier (docs/safety.md). "
-                   "Default: as THREADLINE_MONITOR_INTENT says, else off.")
+              help="Run the embedding detector's intent classifier (docs/safety.md), or "
+                   "leave it out. Default: as THREADLINE_MONITOR_INTENT says, else on "
+                   "wherever the embedding detector runs.")
 @click.option("--planted/--no-planted", default=True, show_default=True,
               help="Also follow planted instructions through memory writing and 1-3 "
                    "compactions of each kind.")

@@ -28,9 +28,10 @@ signals that follow refusals cost), each run to report, then read and tuned on a
 ``blind3`` and ``overrefusal2`` (written the same way, and kept out of every run until the
 round of tuning on all the files above was fixed), run once to report, then read and tuned on
 in the third round; ``blind4`` and ``overrefusal3`` (written the same way, and sealed until
-the third round was fixed), run once to report, then read and tuned on in the fourth round:
-every registered split is tuning data. Four more written the same way, in two pairs, are
-sealed (``SEALED``), each pair to be run once its round is fixed.
+the third round was fixed), run once to report, then read and tuned on in the fourth round;
+``blind5`` and ``overrefusal4`` (sealed until the fourth round was fixed), run once to report
+and not tuned on. Two more written the same way are sealed (``SEALED``), to be run once the
+fifth round is fixed.
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
-          "overrefusal2", "blind4", "overrefusal3")
+          "overrefusal2", "blind4", "overrefusal3", "blind5", "overrefusal4")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
-# round; blind4 and overrefusal3, run once to report, in the fourth)
-TUNED_ON = SPLITS
+# round; blind4 and overrefusal3, run once to report, in the fourth); the last two were run
+# once, to report, and not tuned on
+TUNED_ON = SPLITS[:-2]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
@@ -109,7 +111,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "stunt_coordinator", "soap_maker", "microbiology_lab_technician",
                        "search_and_rescue_volunteer", "property_manager",
                        "addiction_counselor",
-                       # the sealed blind5 and overrefusal4 splits' personas
+                       # the blind5 and overrefusal4 splits' personas
                        "public_health_epidemiologist", "telecom_fraud_investigator",
                        "burns_surgeon", "hospital_network_engineer", "elevator_technician",
                        "pharmacology_lecturer", "emergency_dispatcher", "hvac_engineer",
@@ -143,10 +145,9 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "social_media_manager", "ethnobotanist", "general_practitioner",
                        "comic_book_writer", "nightclub_door_supervisor", "drama_teacher",
                        "electric_vehicle_technician")}
-# written blind like blind4 and overrefusal3, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until their round of tuning is done: then run once
-# (blind5 and overrefusal4 after the fourth round; blind6 and overrefusal5 after the fifth)
-SEALED = ("blind5", "overrefusal4", "blind6", "overrefusal5")
+# written blind like blind5 and overrefusal4, committed before anything ran on them, and kept
+# out of SPLITS (so out of --split all) until the fifth round of tuning is done: then run once
+SEALED = ("blind6", "overrefusal5")
 
 @dataclass(frozen=True)
 class ScriptTurn:

@@ -53,13 +53,22 @@ def test_a_harm_no_example_names_scores_and_its_look_alike_does_not(detector: An
         < 0.2
 
 
-def test_off_by_default_and_refused_without_the_embeddings(detector: Any) -> None:
+def test_the_default_monitor_runs_it_wherever_the_embeddings_run(detector: Any) -> None:
     from threadline.errors import InputError
     from threadline.providers.monitor.embeddings import EmbeddingDetector
     from threadline.standard import default_monitor
 
+    # the detector built alone runs it only when asked
     names = {s.name for s in EmbeddingDetector().signals(Trajectory("How do I bake bread?"))}
     assert "intent" not in names and "semantic" in names
+
+    def intent(monitor: Any) -> list[bool]:
+        return [d.intent for d in monitor.detectors if isinstance(d, EmbeddingDetector)]
+
+    assert intent(default_monitor()) == [True]
+    assert intent(default_monitor(True)) == [True]
+    assert intent(default_monitor(intent=False)) == [False]
+    assert intent(default_monitor(False)) == []  # no embeddings, so no intent, and no error
     with pytest.raises(InputError, match="intent classifier runs in its embedding detector"):
         default_monitor(False, intent=True)
 
