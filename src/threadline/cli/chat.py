@@ -88,19 +88,31 @@ def chat(ctx: Context, conversation_id: str | None, new: bool, branch: str,
 def _once(engine: Engine, text: str, conversation_id: str | None, branch: str,
           client_msg_id: str | None, as_json: bool, corpus: str | None = None,
           user_id: str | None = None) -> None:
-    def stream(piece: str) -> None:
-        click.echo(piece, nl=False)
-        sys.stdout.flush()
-
+    stream = _Stream()
     result = engine.run_turn(text, conversation_id=conversation_id, branch=branch,
                              client_msg_id=client_msg_id, on_text=None if as_json else stream,
                              user_id=user_id, options=_search(corpus))
     if as_json:
         emit_json(turn_json(engine, result))
-    elif result.deduplicated:
-        click.echo(result.reply.text)
     else:
-        click.echo()
+        stream.end(result)
+
+
+class _Stream:
+    """Prints a reply's pieces as they arrive; a reply that arrived without any (a resent
+    message's first result, the trajectory monitor's refusal, a reply a provider served) is
+    printed whole when the turn ends."""
+
+    def __init__(self) -> None:
+        self.streamed = False
+
+    def __call__(self, piece: str) -> None:
+        self.streamed = True
+        click.echo(piece, nl=False)
+        sys.stdout.flush()
+
+    def end(self, result: TurnResult) -> None:
+        click.echo(None if self.streamed else result.reply.text)
 
 
 def _search(corpus: str | None) -> tuple[CorpusSearch, ...]:
@@ -192,10 +204,7 @@ class _Session:
             raise InvalidEncoding("standard input", err) from err
 
     def _turn(self, text: str | None) -> None:
-        def stream(piece: str) -> None:
-            click.echo(piece, nl=False)
-            sys.stdout.flush()
-
+        stream = _Stream()
         click.echo("model> ", nl=False)
         try:
             if text is None:
@@ -220,7 +229,7 @@ class _Session:
             if isinstance(err, ModelError):
                 click.echo("(/retry answers the message again)", err=True)
             return
-        click.echo()
+        stream.end(result)
         self.conversation_id, self.branch = result.conversation_id, result.branch
         self._stats(result)
 
