@@ -113,8 +113,9 @@ class RiskPolicy:
 
     def decide(self, signals: Sequence[Signal], previous: Mapping[str, Any] | None, *,
                safe_tools: Sequence[str] | None, first: bool | None = None) -> Decision:
-        """``first``: whether the message is the conversation's first (None: where there
-        is no earlier decision)."""
+        """``first``: whether the message opens a request (``rules.opens``: the
+        conversation's first, or an account or a narrowed request answering a refusal);
+        None: where there is no earlier decision."""
         signals, held = self.hold(signals, previous,
                                   first=previous is None if first is None else first)
         turn = self.turn_risk(signals)
