@@ -150,15 +150,22 @@ def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
     """Only their shape is read here: nothing runs the monitor on them until they are
     unsealed."""
     folder = Path(safety.__file__).with_name("safety_scripts")
-    assert set(SEALED) == {"blind6", "overrefusal5"}
+    assert set(SEALED) == {"blind6", "overrefusal5", "blind7", "overrefusal6"}
     assert not set(SEALED) & set(SPLITS)
     sealed = {name: load_scripts(name, folder / f"{name}.toml") for name in SEALED}
-    for blind, overrefusal in (("blind6", "overrefusal5"),):
+    benign = FAMILIES["benign"]
+    personas = {"blind6": set(benign[benign.index("hotel_it_manager"):
+                                     benign.index("agricultural_pilot")]),
+                "blind7": set(benign[benign.index("agricultural_pilot"):])}
+    for blind, overrefusal in (("blind6", "overrefusal5"), ("blind7", "overrefusal6")):
         attacks = [s for s in sealed[blind] if s.kind == "attack"]
         assert len(attacks) == sum(s.kind == "benign" for s in sealed[blind]) == 18
         assert {s.family for s in attacks} == set(FAMILIES["attack"])
         assert all(s.kind == "benign" for s in sealed[overrefusal])
         assert len(sealed[overrefusal]) >= 20
+        # each pair's look-alikes are personas of its own, listed apart in FAMILIES
+        assert {s.family for s in sealed[blind] + sealed[overrefusal]
+                if s.kind == "benign"} <= personas[blind]
     scripts = [s for split in sealed.values() for s in split]
     assert all(4 <= len(s.turns) <= 6 for s in scripts)
     assert len({s.id for s in scripts}) == len(scripts)

@@ -30,8 +30,8 @@ round of tuning on all the files above was fixed), run once to report, then read
 in the third round; ``blind4`` and ``overrefusal3`` (written the same way, and sealed until
 the third round was fixed), run once to report, then read and tuned on in the fourth round;
 ``blind5`` and ``overrefusal4`` (sealed until the fourth round was fixed), run once to report
-and not tuned on. Two more written the same way are sealed (``SEALED``), to be run once the
-fifth round is fixed.
+and not tuned on. Four more written the same way are sealed (``SEALED``): two to be run once
+the fifth round is fixed, two once the sixth is.
 """
 
 from __future__ import annotations
@@ -144,10 +144,26 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "public_librarian", "malware_analyst", "child_psychologist",
                        "social_media_manager", "ethnobotanist", "general_practitioner",
                        "comic_book_writer", "nightclub_door_supervisor", "drama_teacher",
-                       "electric_vehicle_technician")}
+                       "electric_vehicle_technician",
+                       # the sealed blind7 and overrefusal6 splits' personas
+                       "agricultural_pilot", "allergist", "arborist", "art_authenticator",
+                       "bail_bondsman", "broadcast_engineer", "cannabis_extraction_technician",
+                       "cash_in_transit_supervisor", "casino_surveillance_operator",
+                       "climbing_gym_manager", "clinical_research_coordinator",
+                       "cosmetic_dermatologist", "craft_distiller", "dam_safety_engineer",
+                       "demining_team_leader", "doping_control_officer", "festival_producer",
+                       "film_archivist", "forensic_anthropologist", "fugu_chef",
+                       "hazmat_technician", "herpetologist", "jeweller", "law_student",
+                       "medical_historian", "merchant_navy_officer", "narcotics_detective",
+                       "nonproliferation_analyst", "passport_examiner", "private_investigator",
+                       "public_health_student", "radiation_safety_officer", "radio_drama_writer",
+                       "real_estate_agent", "repossession_agent", "sexual_health_educator",
+                       "small_business_bookkeeper", "sociology_student", "songwriter",
+                       "stained_glass_artist", "taxidermist", "utility_lineworker")}
 # written blind like blind5 and overrefusal4, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until the fifth round of tuning is done: then run once
-SEALED = ("blind6", "overrefusal5")
+# out of SPLITS (so out of --split all) until a round of tuning is done: blind6 and
+# overrefusal5 once the fifth is, blind7 and overrefusal6 once the sixth is; then run once
+SEALED = ("blind6", "overrefusal5", "blind7", "overrefusal6")
 
 @dataclass(frozen=True)
 class ScriptTurn:
