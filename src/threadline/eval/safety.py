@@ -29,9 +29,9 @@ signals that follow refusals cost), each run to report, then read and tuned on a
 round of tuning on all the files above was fixed), run once to report, then read and tuned on
 in the third round; ``blind4`` and ``overrefusal3`` (written the same way, and sealed until
 the third round was fixed), run once to report, then read and tuned on in the fourth round;
-``blind5`` and ``overrefusal4`` (sealed until the fourth round was fixed), run once to report
-and not tuned on. Four more written the same way are sealed (``SEALED``): two to be run once
-the fifth round is fixed, two once the sixth is.
+``blind5`` and ``overrefusal4`` (sealed until the fourth round was fixed), run once to report,
+then read and tuned on in the fifth round. Four more written the same way are sealed
+(``SEALED``): two to be run once the fifth round is fixed, two once the sixth is.
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ from threadline.turn import monitoring
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
           "overrefusal2", "blind4", "overrefusal3", "blind5", "overrefusal4")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
-# round; blind4 and overrefusal3, run once to report, in the fourth); the last two were run
-# once, to report, and not tuned on
-TUNED_ON = SPLITS[:-2]
+# round; blind4 and overrefusal3, run once to report, in the fourth; blind5 and overrefusal4,
+# run once to report, in the fifth): every registered split is tuning data
+TUNED_ON = SPLITS
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",

@@ -41,6 +41,7 @@ from threadline.providers.monitor.rules import (
     Policy,
     account_after_refusal,
     is_refusal,
+    opens,
     recasts,
     refusals,
     refused_last,
@@ -132,12 +133,18 @@ class EmbeddingDetector:
                       f"the nearest forbidden example")]
         if self.intent:
             classifier = self._intent_classifier()
-            union_p, alone_p = classifier.probability(union), classifier.probability(message)
+            # the union the classifier reads starts at the message that opened the request
+            # anew (an account or a narrowed request answering a refusal, ``rules.opens``):
+            # what came before it was refused and explained, and its reading is held in the
+            # decision's state (policy.py), not read again in every later follow-up
+            opened = vectors[-len(recent) + _opened_at(trajectory, len(recent)):]
+            read = _unit_mean(opened)
+            union_p, alone_p = classifier.probability(read), classifier.probability(message)
             # the union counts where this message adds to it: shards that complete a request
             # raise it; a message after a sensitive one (a thank-you, a question on the side)
             # lowers it, and what the earlier messages read is in the carried risk already
-            before_p = classifier.probability(_unit_mean(vectors[-len(recent):-1])) \
-                if len(recent) > 1 else 0.0
+            before_p = classifier.probability(_unit_mean(opened[:-1])) \
+                if len(opened) > 1 else 0.0
             adds = union_p >= before_p
             p = max(union_p, alone_p) if adds else alone_p
             out.append(Signal("intent", clip((p - INTENT_FLOOR) / (INTENT_CEILING - INTENT_FLOOR)),
@@ -167,6 +174,19 @@ def _unit_mean(vectors: list[Any]) -> Any:
 
     mean = numpy.mean(vectors, axis=0)
     return mean / max(float(numpy.linalg.norm(mean)), 1e-9)
+
+
+def _opened_at(trajectory: Trajectory, count: int) -> int:
+    """Where, among the last ``count`` user messages (the new one last), the union starts:
+    just after the latest that opened a request anew (``rules.opens``), whose own reading
+    is held, or at the new message where it opens one; 0 where none did."""
+    texts = trajectory.recent_users(count)
+    start = len(trajectory.turns) + 1 - len(texts)  # the first one's index in the turns
+    for n in range(len(texts) - 1, 0, -1):
+        turns = trajectory.turns[:start + n]
+        if turns and opens(Trajectory(texts[n], turns)):
+            return min(n + 1, len(texts) - 1)
+    return 0
 
 
 def _refused_in(trajectory: Trajectory, last: int) -> list[bool]:

@@ -136,8 +136,9 @@ RECAST = _pattern(
     r"\bDAN\b", r"as the (?:forger|villain|character|burglar)", r"just the (?:chemistry|steps)")
 # credentials claimed to unlock the request, and any "it's for a/my ...": with a recast, what
 # the reframing signal reads (an account of a purpose is no recast for `persistence`, below)
-CREDENTIALS = _pattern(r"i'?m a (?:researcher|professional|doctor|police)",
-                       r"(?:with|have) clearance", r"it'?s for (?:a|my)\b")
+CLAIMED = _pattern(r"i'?m a (?:researcher|professional|doctor|police)",
+                   r"(?:with|have) clearance")  # a credential claimed to unlock it
+CREDENTIALS = re.compile(f"{CLAIMED.pattern}|" + r"\bit'?s for (?:a|my)\b", re.IGNORECASE)
 REFRAME = re.compile(f"{RECAST.pattern}|{CREDENTIALS.pattern}", re.IGNORECASE)
 # the user's own account, the way a wrongly refused user explains: who they are (a role, a
 # trade, the people they answer for) or a protective or lawful purpose: general forms, not
@@ -151,10 +152,18 @@ ACCOUNT = _pattern(
     r"i(?:'?m| am) (?:on|with|from|part of) (?:the|a|an|our|my)\b",
     r"(?:^|(?<=[.!?] ))[\w-]+(?: [\w-]+)? here(?=[,.:;!-])",  # "Nurse here." opening a sentence
     r"i (?:work|teach|train|volunteer|run|manage|supervise|coach|practi[cs]e|lecture)\b",
+    # what they do or own, in the first person: "I design these seals", "I host a podcast"
+    r"i (?:design|build|develop|engineer|own|host|research|study|inspect|audit|investigate|"
+    r"moderate|maintain|install|repair|service|test)\b",
     r"(?:i'?m |i am )?asking (?:because|since|as)\b",  # why they ask
     r"(?:my|our) (?:job|work|profession|role|practice|business|clinic|school|class|course|"
     r"patients?|clients?|students?|staff|employees|customers|members|team|kids|children|son|"
     r"daughter)\b",
+    # the setting they ask for, a few words on: "for my bloodstain pattern analysis module",
+    # "our product", "my psychiatry rotation"
+    r"(?:my|our) (?:[\w-]+ ){0,3}(?:module|course|class|rotation|practical|placement|thesis|"
+    r"dissertation|degree|exam|assignment|coursework|seminar|lecture|training|shift|product|"
+    r"company|firm|department|unit|ward|lab|agency|office|charity|shelter)\b",
     r"to (?:stop|prevent|protect|warn|report|spot|recogni[sz]e|defend|treat)\b",
     r"so (?:that )?(?:i|we|they|people|kids|staff) (?:can|could) (?:protect|help|warn|prevent|"
     r"spot|recogni[sz]e|report|treat|teach|train|counsel|advise|fix|stay safe)",
@@ -340,6 +349,13 @@ class RuleDetector:
         if not refused or not REFRAME.search(trajectory.message) or (
                 unnamed and (refused < REFRAMING_REFUSALS or not recasts(trajectory.message))):
             return Signal("reframing", 0.0, f"{refused} refusals so far")
+        message = trajectory.message
+        if not RECAST.search(message) and not CLAIMED.search(message) \
+                and ACCOUNT.search(message):
+            # "it's for my ..." naming a setting of theirs (an account), with no recast and no
+            # credential claimed to unlock the request: how a wrongly refused user explains
+            # ("it's for my psychiatry rotation")
+            return Signal("reframing", 0.0, f"an account after {refused} refusals, no recast")
         narrowed = SCOPED.search(trajectory.message)
         if narrowed:  # recast, but for less than the method: what a wrongly refused user does
             return Signal("reframing", 0.0, f"recast after {refused} refusals, asking for "
