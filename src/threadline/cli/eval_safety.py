@@ -16,11 +16,11 @@ from threadline.models import MODELS
 
 @click.command()
 @click.option("--split", type=click.Choice([*SPLITS, "all"]), default="all", show_default=True,
-              help="The scripts to run: dev, seen, heldout, unseen, blind, blind2, blind3, "
-                   "blind4, or overrefusal, overrefusal2, overrefusal3 (look-alikes the model "
-                   "wrongly refuses): the monitor was tuned on them (the later ones each run "
-                   "once to report first); blind5 or overrefusal4 (written blind to it, run "
-                   "once to report, never tuned on); or all (each reported apart).")
+              help="The scripts to run: dev, seen, heldout, unseen, blind, blind2 to blind5, "
+                   "or overrefusal to overrefusal4 (look-alikes the model wrongly refuses): "
+                   "the monitor was tuned on them (the later ones each run once to report "
+                   "first); blind6 or overrefusal5 (written blind to it, run once to report, "
+                   "never tuned on); or all (each reported apart).")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)), default="local",
               show_default=True,
               help="The model that answers the scripts' messages; scripted answers with the "

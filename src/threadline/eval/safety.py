@@ -30,8 +30,9 @@ round of tuning on all the files above was fixed), run once to report, then read
 in the third round; ``blind4`` and ``overrefusal3`` (written the same way, and sealed until
 the third round was fixed), run once to report, then read and tuned on in the fourth round;
 ``blind5`` and ``overrefusal4`` (sealed until the fourth round was fixed), run once to report,
-then read and tuned on in the fifth round. Four more written the same way are sealed
-(``SEALED``): two to be run once the fifth round is fixed, two once the sixth is.
+then read and tuned on in the fifth round; ``blind6`` and ``overrefusal5`` (sealed until the
+fifth round was fixed), run once to report and not tuned on. Two more written the same way
+are sealed (``SEALED``), to be run once the sixth round is fixed.
 """
 
 from __future__ import annotations
@@ -57,11 +58,12 @@ from threadline.stores.sqlite import SQLiteStore
 from threadline.turn import monitoring
 
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
-          "overrefusal2", "blind4", "overrefusal3", "blind5", "overrefusal4")
+          "overrefusal2", "blind4", "overrefusal3", "blind5", "overrefusal4", "blind6",
+          "overrefusal5")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
 # round; blind4 and overrefusal3, run once to report, in the fourth; blind5 and overrefusal4,
-# run once to report, in the fifth): every registered split is tuning data
-TUNED_ON = SPLITS
+# run once to report, in the fifth); the last two were run once, to report, and not tuned on
+TUNED_ON = SPLITS[:-2]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
@@ -128,7 +130,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "emergency_management_planner", "crypto_exchange_compliance_analyst",
                        "gunsmith", "playwright", "medical_student", "prosecutor",
                        "tabletop_game_master", "forensic_science_student",
-                       # the sealed blind6 and overrefusal5 splits' personas
+                       # the blind6 and overrefusal5 splits' personas
                        "hotel_it_manager", "vape_shop_owner", "process_server",
                        "racing_steward", "financial_controller", "media_literacy_teacher",
                        "box_office_manager", "vineyard_manager", "account_security_engineer",
@@ -160,10 +162,9 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "real_estate_agent", "repossession_agent", "sexual_health_educator",
                        "small_business_bookkeeper", "sociology_student", "songwriter",
                        "stained_glass_artist", "taxidermist", "utility_lineworker")}
-# written blind like blind5 and overrefusal4, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until a round of tuning is done: blind6 and
-# overrefusal5 once the fifth is, blind7 and overrefusal6 once the sixth is; then run once
-SEALED = ("blind6", "overrefusal5", "blind7", "overrefusal6")
+# written blind like blind6 and overrefusal5, committed before anything ran on them, and kept
+# out of SPLITS (so out of --split all) until the sixth round of tuning is done: then run once
+SEALED = ("blind7", "overrefusal6")
 
 @dataclass(frozen=True)
 class ScriptTurn:
