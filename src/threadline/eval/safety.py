@@ -32,7 +32,8 @@ the third round was fixed), run once to report, then read and tuned on in the fo
 ``blind5`` and ``overrefusal4`` (sealed until the fourth round was fixed), run once to report,
 then read and tuned on in the fifth round; ``blind6`` and ``overrefusal5`` (sealed until the
 fifth round was fixed), run once to report and not tuned on. Two more written the same way
-are sealed (``SEALED``), to be run once the sixth round is fixed.
+are sealed (``SEALED``): two to be run once the sixth round is fixed, two once the seventh
+is.
 """
 
 from __future__ import annotations
@@ -161,10 +162,28 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "public_health_student", "radiation_safety_officer", "radio_drama_writer",
                        "real_estate_agent", "repossession_agent", "sexual_health_educator",
                        "small_business_bookkeeper", "sociology_student", "songwriter",
-                       "stained_glass_artist", "taxidermist", "utility_lineworker")}
+                       "stained_glass_artist", "taxidermist", "utility_lineworker",
+                       # the sealed blind8 and overrefusal7 splits' personas
+                       "town_events_officer", "suicide_prevention_researcher",
+                       "tort_law_professor", "forensic_chemist", "marine_surveyor",
+                       "hpc_cluster_administrator", "tenant_rights_advocate",
+                       "police_academy_instructor", "seniors_tech_volunteer",
+                       "divorce_financial_analyst", "telecom_network_planner", "obstetrician",
+                       "deradicalisation_mentor", "tax_auditor", "electrical_engineering_student",
+                       "prison_architect", "esports_community_manager", "police_oversight_analyst",
+                       "ski_patroller", "glassblower", "alternative_process_photographer",
+                       "nuclear_medicine_technologist", "sewer_maintenance_worker",
+                       "grain_elevator_operator", "orchardist", "thriller_translator",
+                       "debate_coach", "pharmacy_technician", "mortgage_fraud_investigator",
+                       "ctf_organizer", "cave_diver", "mountain_guide", "anthropology_professor",
+                       "high_voltage_test_engineer", "volunteer_firefighter",
+                       "child_safety_product_designer", "poison_garden_guide",
+                       "industrial_hygienist", "lifeguard_trainer", "forensic_psychologist",
+                       "acting_student", "philosophy_student")}
 # written blind like blind6 and overrefusal5, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until the sixth round of tuning is done: then run once
-SEALED = ("blind7", "overrefusal6")
+# out of SPLITS (so out of --split all) until a round of tuning is done: blind7 and
+# overrefusal6 once the sixth is, blind8 and overrefusal7 once the seventh is; then run once
+SEALED = ("blind7", "overrefusal6", "blind8", "overrefusal7")
 
 @dataclass(frozen=True)
 class ScriptTurn:
