@@ -31,9 +31,9 @@ in the third round; ``blind4`` and ``overrefusal3`` (written the same way, and s
 the third round was fixed), run once to report, then read and tuned on in the fourth round;
 ``blind5`` and ``overrefusal4`` (sealed until the fourth round was fixed), run once to report,
 then read and tuned on in the fifth round; ``blind6`` and ``overrefusal5`` (sealed until the
-fifth round was fixed), run once to report and not tuned on. Two more written the same way
-are sealed (``SEALED``): two to be run once the sixth round is fixed, two once the seventh
-is.
+fifth round was fixed), run once to report, then read and tuned on in the sixth round. Four
+more written the same way are sealed (``SEALED``): two to be run once the sixth round is
+fixed, two once the seventh is.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", 
           "overrefusal5")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
 # round; blind4 and overrefusal3, run once to report, in the fourth; blind5 and overrefusal4,
-# run once to report, in the fifth); the last two were run once, to report, and not tuned on
-TUNED_ON = SPLITS[:-2]
+# run once to report, in the fifth; blind6 and overrefusal5, run once to report, in the sixth)
+TUNED_ON = SPLITS
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",

@@ -100,7 +100,9 @@ OPERATIONAL = _pattern(
     r"step[- ]by[- ]step", r"exact (?:quantit|amount|steps|reagent|procedure|protocol|paper)",
     r"(?:full|technical|detailed) (?:protocol|procedure|instructions|recipe)",
     r"instructions (?:to|for)\b(?! us(?:e|ing)\b)", r"the (?:code|recipe|procedure|protocol) for\b",
-    r"how (?:do|can|would|could) (?:i|we|someone|you) (?:make(?! sure\b)|build|synthesi[sz]e|"
+    # "make" a thing, not "make sure" or "make it obvious" (a state a defender wants)
+    r"how (?:do|can|would|could) (?:i|we|someone|you) (?:make(?! sure\b)(?! (?:it|this|that|"
+    r"them) (?:obvious|clear|harder|more difficult|visible|safer|safe)\b)|build|synthesi[sz]e|"
     r"extract|cook|"
     r"convert|print|assemble|culture|produce|get into|install|buy|hide|disable|pick|spread|"
     r"read|track|access|hack|steal|bypass|get past|clone|crack|tamper with)",
@@ -118,7 +120,15 @@ INTENT = _pattern(
     r"to (?:harm|hurt) (?:someone|people)", r"(?:usually )?not (?:test|screen)(?:ed)? for",
     # getting past a safeguard, whichever it is
     r"(?:get|gets|getting) (?:past|around) (?:the |their |its |any )?\w*\s?(?:filters?|checks?|"
-    r"detection|security|scanners?|verification)", r"bypass\w*")
+    r"detection|security|scanners?|verification)", r"bypass\w*",
+    # asking whether it would lead back to the asker, in any wording: "could anyone work out
+    # where it came from", "so it can't be traced", "nobody would know it was me"
+    r"traced? (?:it )?back to (?:me|us)\b", r"can'?t be traced",
+    r"(?:anyone|anybody|someone|they|the police|investigators) (?:could |would |can |will )?"
+    r"(?:ever )?(?:work out|figure out|tell|find out|trace|know) (?:where it came from|"
+    r"(?:that )?it was (?:me|us)\b|who did it)",
+    r"(?:nobody|no one|no-one) (?:has to|needs to|would|will|could) (?:ever )?(?:know|find out"
+    r"|notice|tell)\b")
 BACKREF = _pattern(
     r"you (?:mentioned|said|wrote|explained|described)", r"(?:earlier|before),? you\b",
     r"expand on", r"go deeper", r"building on", r"elaborate", r"the part about",
@@ -188,6 +198,9 @@ SCOPED = _pattern(
     r"(?:at|on) (?:a |the )?(?:high|general|story|conceptual|policy|overview)[- ]level",
     r"high[- ]level", r"plain[- ](?:language|english|words)", r"in plain (?:terms|words|english)",
     r"story (?:structure|beats|level|craft)",
+    # how it looks, not how it works: "I just need the visual vibe of the lab"
+    r"(?:just|only) (?:need|want|after|asking for) (?:the |a |an )?(?:[\w-]+ ){0,2}(?:visuals?|"
+    r"look|vibe|atmosphere|mood|aesthetic|backdrop)\b",
     r"general (?:patterns?|overview|principles|terms)", r"in general terms",
     # how it comes across, not how it is done: "feel real, not be real", "feel authentic to
     # players"
@@ -203,6 +216,7 @@ REFUSAL = _pattern(
     r"describe|explain|lay out|continue|comply|play|walk|list|offer|be able to|advise|recommend|"
     r"discuss|suggest)",
     r"i'?m not (?:able|willing|comfortable) to", r"i am not (?:able|willing) to",
+    r"i(?:'?m| am) not comfortable (?:with|\w+ing)\b", r"i(?:'?d| would) prefer not to",
     r"i (?:must|have to|need to) decline", r"i'?d rather not", r"i'?m unable to",
     r"sorry, but i\b")
 
