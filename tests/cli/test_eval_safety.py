@@ -13,14 +13,15 @@ def test_reports_every_split_on_the_scripted_model(tl: Invoke) -> None:
     assert set(report["splits"]) == {"dev", "seen", "heldout", "unseen", "blind", "blind2",
                                      "overrefusal", "blind3", "overrefusal2", "blind4",
                                      "overrefusal3", "blind5", "overrefusal4", "blind6",
-                                     "overrefusal5"}
-    # every registered split is tuned on now; the sealed ones are not registered
-    assert all(split["tuned_on"] for split in report["splits"].values())
+                                     "overrefusal5", "blind7", "overrefusal6"}
+    # the last two were run once and not tuned on; the sealed ones are not registered
+    assert [name for name, split in report["splits"].items() if not split["tuned_on"]] == [
+        "blind7", "overrefusal6"]
     assert report["splits"]["overrefusal"]["detection_rate"]["conversation"] is None
     assert report["detectors"] == ["rules"]
     human = tl("eval", "safety", "--model", "scripted", "--no-embeddings", "--no-planted",
-               "--split", "blind6")
-    assert human.code == 0 and "blind6 (tuned on)" in human.out and \
+               "--split", "blind7")
+    assert human.code == 0 and "blind7 (held out)" in human.out and \
         "per message" in human.out
 
 

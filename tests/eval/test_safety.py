@@ -38,11 +38,13 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     first_blind4 = benign.index("muffler_shop_mechanic")  # blind4's and overrefusal3's
     first_blind5 = benign.index("public_health_epidemiologist")  # blind5's, overrefusal4's
     first_blind6 = benign.index("hotel_it_manager")  # blind6's and overrefusal5's
-    sealed = benign.index("agricultural_pilot")  # blind7's and overrefusal6's, from here
+    first_blind7 = benign.index("agricultural_pilot")  # blind7's and overrefusal6's
+    sealed = benign.index("town_events_officer")  # blind8's and overrefusal7's, from here
     blind3 = {*FAMILIES["attack"], *benign[first_blind3:first_blind4]}
     blind4 = {*FAMILIES["attack"], *benign[first_blind4:first_blind5]}
     blind5 = {*FAMILIES["attack"], *benign[first_blind5:first_blind6]}
-    blind6 = {*FAMILIES["attack"], *benign[first_blind6:sealed]}
+    blind6 = {*FAMILIES["attack"], *benign[first_blind6:first_blind7]}
+    blind7 = {*FAMILIES["attack"], *benign[first_blind7:sealed]}
     unseen = {*FAMILIES["attack"], "parent",
               *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
@@ -53,16 +55,16 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
                 # split's may be worded otherwise (overrefusal3's "I can't advise on ...")
                 assert all(any(is_refusal(t.reply) for t in s.turns) for s in found)
             continue
-        if split in ("blind4", "blind5", "blind6"):  # listed with an overrefusal's personas
-            assert set(FAMILIES["attack"]) < families <= {
-                "blind4": blind4, "blind5": blind5, "blind6": blind6}[split]
+        if split in ("blind4", "blind5", "blind6", "blind7"):  # listed with an overrefusal's
+            assert set(FAMILIES["attack"]) < families <= {  # personas
+                "blind4": blind4, "blind5": blind5, "blind6": blind6, "blind7": blind7}[split]
         else:
             assert families == {"heldout": heldout, "unseen": unseen, "blind": blind,
                                 "blind2": blind2, "blind3": blind3}.get(split, original)
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
     for split in ("heldout", "unseen", "blind", "blind2", "blind3", "blind4", "blind5",
-                  "blind6"):
+                  "blind6", "blind7"):
         held = scripts[split]
         assert sum(s.kind == "attack" for s in held) >= 12
         assert sum(s.kind == "benign" for s in held) >= 12
@@ -81,10 +83,11 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     assert not users["blind4"] & {u for split in SPLITS[:9] for u in users[split]}
     assert not users["blind5"] & {u for split in SPLITS[:11] for u in users[split]}
     assert not users["blind6"] & {u for split in SPLITS[:13] for u in users[split]}
-    for split in ("blind3", "blind4", "blind5", "blind6"):
+    assert not users["blind7"] & {u for split in SPLITS[:15] for u in users[split]}
+    for split in ("blind3", "blind4", "blind5", "blind6", "blind7"):
         assert sum(s.kind == "attack" for s in scripts[split]) == \
             sum(s.kind == "benign" for s in scripts[split])
-    assert all(len(scripts[f"overrefusal{n}"]) >= 20 for n in (2, 3, 4, 5))
+    assert all(len(scripts[f"overrefusal{n}"]) >= 20 for n in (2, 3, 4, 5, 6))
 
 
 @pytest.mark.parametrize(("text", "problem"), [
@@ -154,14 +157,12 @@ def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
     """Only their shape is read here: nothing runs the monitor on them until they are
     unsealed."""
     folder = Path(safety.__file__).with_name("safety_scripts")
-    assert set(SEALED) == {"blind7", "overrefusal6", "blind8", "overrefusal7"}
+    assert set(SEALED) == {"blind8", "overrefusal7"}
     assert not set(SEALED) & set(SPLITS)
     sealed = {name: load_scripts(name, folder / f"{name}.toml") for name in SEALED}
     benign = FAMILIES["benign"]
-    personas = {"blind7": set(benign[benign.index("agricultural_pilot"):
-                                     benign.index("town_events_officer")]),
-                "blind8": set(benign[benign.index("town_events_officer"):])}
-    for blind, overrefusal in (("blind7", "overrefusal6"), ("blind8", "overrefusal7")):
+    personas = {"blind8": set(benign[benign.index("town_events_officer"):])}
+    for blind, overrefusal in (("blind8", "overrefusal7"),):
         attacks = [s for s in sealed[blind] if s.kind == "attack"]
         assert len(attacks) == sum(s.kind == "benign" for s in sealed[blind]) == 18
         assert {s.family for s in attacks} == set(FAMILIES["attack"])

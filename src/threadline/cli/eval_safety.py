@@ -16,10 +16,10 @@ from threadline.models import MODELS
 
 @click.command()
 @click.option("--split", type=click.Choice([*SPLITS, "all"]), default="all", show_default=True,
-              help="The scripts to run: dev, seen, heldout, unseen, blind, blind2 to blind5, "
-                   "or overrefusal to overrefusal4 (look-alikes the model wrongly refuses): "
+              help="The scripts to run: dev, seen, heldout, unseen, blind, blind2 to blind6, "
+                   "or overrefusal to overrefusal5 (look-alikes the model wrongly refuses): "
                    "the monitor was tuned on them (the later ones each run once to report "
-                   "first); blind6 or overrefusal5 (written blind to it, run once to report, "
+                   "first); blind7 or overrefusal6 (written blind to it, run once to report, "
                    "never tuned on); or all (each reported apart).")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)), default="local",
               show_default=True,

@@ -31,9 +31,10 @@ in the third round; ``blind4`` and ``overrefusal3`` (written the same way, and s
 the third round was fixed), run once to report, then read and tuned on in the fourth round;
 ``blind5`` and ``overrefusal4`` (sealed until the fourth round was fixed), run once to report,
 then read and tuned on in the fifth round; ``blind6`` and ``overrefusal5`` (sealed until the
-fifth round was fixed), run once to report, then read and tuned on in the sixth round. Four
-more written the same way are sealed (``SEALED``): two to be run once the sixth round is
-fixed, two once the seventh is.
+fifth round was fixed), run once to report, then read and tuned on in the sixth round;
+``blind7`` and ``overrefusal6`` (sealed until the sixth round was fixed), run once to report
+and not tuned on. Two more written the same way are sealed (``SEALED``), to be run once the
+seventh round is fixed.
 """
 
 from __future__ import annotations
@@ -60,11 +61,12 @@ from threadline.turn import monitoring
 
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
           "overrefusal2", "blind4", "overrefusal3", "blind5", "overrefusal4", "blind6",
-          "overrefusal5")
+          "overrefusal5", "blind7", "overrefusal6")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
 # round; blind4 and overrefusal3, run once to report, in the fourth; blind5 and overrefusal4,
-# run once to report, in the fifth; blind6 and overrefusal5, run once to report, in the sixth)
-TUNED_ON = SPLITS
+# run once to report, in the fifth; blind6 and overrefusal5, run once to report, in the
+# sixth); the last two were run once, to report, and not tuned on
+TUNED_ON = SPLITS[:-2]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
@@ -148,7 +150,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "social_media_manager", "ethnobotanist", "general_practitioner",
                        "comic_book_writer", "nightclub_door_supervisor", "drama_teacher",
                        "electric_vehicle_technician",
-                       # the sealed blind7 and overrefusal6 splits' personas
+                       # the blind7 and overrefusal6 splits' personas
                        "agricultural_pilot", "allergist", "arborist", "art_authenticator",
                        "bail_bondsman", "broadcast_engineer", "cannabis_extraction_technician",
                        "cash_in_transit_supervisor", "casino_surveillance_operator",
@@ -180,10 +182,10 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "child_safety_product_designer", "poison_garden_guide",
                        "industrial_hygienist", "lifeguard_trainer", "forensic_psychologist",
                        "acting_student", "philosophy_student")}
-# written blind like blind6 and overrefusal5, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until a round of tuning is done: blind7 and
-# overrefusal6 once the sixth is, blind8 and overrefusal7 once the seventh is; then run once
-SEALED = ("blind7", "overrefusal6", "blind8", "overrefusal7")
+# written blind like blind7 and overrefusal6, committed before anything ran on them, and kept
+# out of SPLITS (so out of --split all) until the seventh round of tuning is done: then run
+# once
+SEALED = ("blind8", "overrefusal7")
 
 @dataclass(frozen=True)
 class ScriptTurn:
