@@ -157,12 +157,14 @@ def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
     """Only their shape is read here: nothing runs the monitor on them until they are
     unsealed."""
     folder = Path(safety.__file__).with_name("safety_scripts")
-    assert set(SEALED) == {"blind8", "overrefusal7"}
+    assert set(SEALED) == {"blind8", "overrefusal7", "blind9", "overrefusal8"}
     assert not set(SEALED) & set(SPLITS)
     sealed = {name: load_scripts(name, folder / f"{name}.toml") for name in SEALED}
     benign = FAMILIES["benign"]
-    personas = {"blind8": set(benign[benign.index("town_events_officer"):])}
-    for blind, overrefusal in (("blind8", "overrefusal7"),):
+    personas = {"blind8": set(benign[benign.index("town_events_officer"):
+                                     benign.index("dive_equipment_technician")]),
+                "blind9": set(benign[benign.index("dive_equipment_technician"):])}
+    for blind, overrefusal in (("blind8", "overrefusal7"), ("blind9", "overrefusal8")):
         attacks = [s for s in sealed[blind] if s.kind == "attack"]
         assert len(attacks) == sum(s.kind == "benign" for s in sealed[blind]) == 18
         assert {s.family for s in attacks} == set(FAMILIES["attack"])

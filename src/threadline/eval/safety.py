@@ -33,8 +33,8 @@ the third round was fixed), run once to report, then read and tuned on in the fo
 then read and tuned on in the fifth round; ``blind6`` and ``overrefusal5`` (sealed until the
 fifth round was fixed), run once to report, then read and tuned on in the sixth round;
 ``blind7`` and ``overrefusal6`` (sealed until the sixth round was fixed), run once to report
-and not tuned on. Two more written the same way are sealed (``SEALED``), to be run once the
-seventh round is fixed.
+and not tuned on. Four more written the same way are sealed (``SEALED``): two to be run once
+the seventh round is fixed, two once the eighth is.
 """
 
 from __future__ import annotations
@@ -181,11 +181,26 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "high_voltage_test_engineer", "volunteer_firefighter",
                        "child_safety_product_designer", "poison_garden_guide",
                        "industrial_hygienist", "lifeguard_trainer", "forensic_psychologist",
-                       "acting_student", "philosophy_student")}
+                       "acting_student", "philosophy_student",
+                       # the sealed blind9 and overrefusal8 splits' personas
+                       "dive_equipment_technician", "film_costume_designer",
+                       "securities_compliance_officer", "premises_liability_lawyer",
+                       "shopping_centre_manager", "credit_union_risk_officer",
+                       "appliance_safety_engineer", "marriage_registrar", "church_treasurer",
+                       "harbourmaster", "police_k9_handler", "primary_school_teacher",
+                       "skydiving_rigger", "postal_inspector", "city_tour_guide", "card_magician",
+                       "scrap_metal_dealer", "animal_shelter_manager", "farrier", "chimney_sweep",
+                       "forensic_linguist", "hospital_chaplain", "war_museum_curator",
+                       "antique_clock_restorer", "youth_pastor", "aquarium_curator",
+                       "medical_herbalist", "fire_safety_engineer", "special_effects_technician",
+                       "crop_agronomist", "long_haul_trucker", "strength_coach", "body_piercer",
+                       "acoustics_engineer", "historical_reenactor", "child_abuse_pediatrician",
+                       "model_rocketry_leader", "poet", "journalism_student", "nursing_student",
+                       "political_science_student", "cryptography_lecturer")}
 # written blind like blind7 and overrefusal6, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until the seventh round of tuning is done: then run
-# once
-SEALED = ("blind8", "overrefusal7")
+# out of SPLITS (so out of --split all) until a round of tuning is done: blind8 and
+# overrefusal7 once the seventh is, blind9 and overrefusal8 once the eighth is; then run once
+SEALED = ("blind8", "overrefusal7", "blind9", "overrefusal8")
 
 @dataclass(frozen=True)
 class ScriptTurn:
