@@ -20,7 +20,6 @@ import sys
 
 import numpy as np
 
-from threadline.providers.monitor import intent
 from threadline.providers.monitor.intent import WEIGHTS, IntentClassifier, IntentExamples
 from threadline.retrieval import dense
 
@@ -41,14 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     embedder = dense.Embedder()
     examples = IntentExamples.default()
     texts = [*examples.forbidden, *examples.allowed]
-    lines = sorted({line for text in texts for line in text.split("\n")})
-    line_vectors = dict(zip(lines, embedder.vectors(lines), strict=True))
+    vectors = dict(zip(texts, embedder.vectors(texts), strict=True))
 
     def embed(batch: list[str]) -> list[np.ndarray]:
-        return [line_vectors[t] for t in batch]
-
-    # an example of several lines reads as their union (intent.vectors)
-    vectors = dict(zip(texts, intent.vectors(embed, texts), strict=True))
+        return [vectors[t] for t in batch]
 
     scores: dict[bool, list[float]] = {True: [], False: []}
     for fold in range(args.folds):

@@ -14,14 +14,14 @@ def test_reports_every_split_on_the_scripted_model(tl: Invoke) -> None:
                                      "overrefusal", "blind3", "overrefusal2", "blind4",
                                      "overrefusal3", "blind5", "overrefusal4", "blind6",
                                      "overrefusal5", "blind7", "overrefusal6"}
-    # each was tuned on (the later ones run once to report first); the sealed ones are not
-    # registered
-    assert all(split["tuned_on"] for split in report["splits"].values())
+    # the last two were run once and not tuned on; the sealed ones are not registered
+    assert [name for name, split in report["splits"].items() if not split["tuned_on"]] == [
+        "blind7", "overrefusal6"]
     assert report["splits"]["overrefusal"]["detection_rate"]["conversation"] is None
     assert report["detectors"] == ["rules"]
     human = tl("eval", "safety", "--model", "scripted", "--no-embeddings", "--no-planted",
                "--split", "blind7")
-    assert human.code == 0 and "blind7 (tuned on)" in human.out and \
+    assert human.code == 0 and "blind7 (held out)" in human.out and \
         "per message" in human.out
 
 

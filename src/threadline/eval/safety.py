@@ -32,9 +32,9 @@ the third round was fixed), run once to report, then read and tuned on in the fo
 ``blind5`` and ``overrefusal4`` (sealed until the fourth round was fixed), run once to report,
 then read and tuned on in the fifth round; ``blind6`` and ``overrefusal5`` (sealed until the
 fifth round was fixed), run once to report, then read and tuned on in the sixth round;
-``blind7`` and ``overrefusal6`` (sealed until the sixth round was fixed), run once to report,
-then tuned on in the seventh round. Four more written the same way are sealed (``SEALED``):
-two to be run once the seventh round is fixed, two once the eighth is.
+``blind7`` and ``overrefusal6`` (sealed until the sixth round was fixed), run once to report
+and not tuned on. Four more written the same way are sealed (``SEALED``): two to be run once
+the seventh round is fixed, two once the eighth is.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", 
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
 # round; blind4 and overrefusal3, run once to report, in the fourth; blind5 and overrefusal4,
 # run once to report, in the fifth; blind6 and overrefusal5, run once to report, in the
-# sixth; blind7 and overrefusal6, run once to report, in the seventh)
-TUNED_ON = SPLITS
+# sixth); the last two were run once, to report, and not tuned on
+TUNED_ON = SPLITS[:-2]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",

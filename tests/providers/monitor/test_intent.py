@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.retrieval.test_dense import require_dense
-from threadline.providers.monitor.intent import IntentClassifier, IntentExamples, vectors
+from threadline.providers.monitor.intent import IntentClassifier, IntentExamples
 from threadline.providers.monitor.trajectory import Trajectory
 
 
@@ -21,15 +21,6 @@ def test_the_examples_load_with_both_classes() -> None:
     examples = IntentExamples.default()
     assert len(examples.forbidden) >= 90 and len(examples.allowed) >= 90
     assert not set(examples.forbidden) & set(examples.allowed)
-
-
-def test_an_example_of_several_lines_reads_as_their_union() -> None:
-    """One line a message: the unit mean of the lines' vectors, as the monitor reads the
-    recent messages; a one-line example is its own vector."""
-    table = {"a": np.array([1.0, 0.0]), "b": np.array([0.0, 1.0])}
-    one, both = vectors(lambda batch: [table[t] for t in batch], ["a", "a\nb"])
-    assert np.array_equal(one, table["a"])
-    assert np.allclose(both, np.array([1.0, 1.0]) / np.sqrt(2))
 
 
 def test_the_fit_separates_what_it_was_given() -> None:

@@ -5,9 +5,7 @@ about a harm they do not name sits far from all of them. Here a logistic regress
 shipped MiniLM embeddings learns the line between forbidden requests and look-alikes from a
 broader set (``intent.toml``: a taxonomy of harms, and, on the same subjects, the protective,
 professional, teaching, fiction and everyday requests that sound alike, with ordinary
-mid-conversation follow-ups, since every turn is scored). An example of several lines is a
-conversation, one line a user message, learnt as the unit mean of their vectors: the union
-of the recent messages that the monitor reads (``vectors``).
+mid-conversation follow-ups, since every turn is scored).
 
 The fit is deterministic (``threadline.logistic``). Embedding the examples takes seconds, so
 the coefficients fitted on the shipped examples ship beside them (``intent.json``, written by
@@ -34,7 +32,7 @@ log = logging.getLogger("threadline.monitor")
 
 FORMAT = "threadline-intent-classifier/1"
 WEIGHTS = Path(__file__).with_name("intent.json")
-L2 = 0.15  # the regularisation of the fit (chosen on the tuning splits: docs/safety.md)
+L2 = 0.1  # the regularisation of the fit (chosen on the tuning splits: docs/safety.md)
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,7 @@ class IntentClassifier:
         import numpy as np
 
         examples = examples or IntentExamples.default()
-        x = np.stack(vectors(embed, [*examples.forbidden, *examples.allowed]))
+        x = np.stack(embed([*examples.forbidden, *examples.allowed]))
         y = np.array([1.0] * len(examples.forbidden) + [0.0] * len(examples.allowed))
         # each class weighs the same, however many examples it has
         w = np.where(y == 1, 1 / len(examples.forbidden), 1 / len(examples.allowed))
@@ -102,24 +100,6 @@ class IntentClassifier:
                              "digest": examples.digest()},
                 "bias": self.bias, "coef": [float(c) for c in self.coef]}
         path.write_text(json.dumps(data, indent=1) + "\n", "utf-8")
-
-
-def vectors(embed: Callable[[list[str]], Sequence[Any]], texts: Sequence[str]) -> list[Any]:
-    """The examples' vectors. An example of several lines is a conversation's union: the
-    unit mean of its lines' vectors, as the monitor reads the recent user messages."""
-    import numpy as np
-
-    lines = [text.split("\n") for text in texts]
-    flat = [line for group in lines for line in group]
-    found = iter(embed(flat)) if flat else iter(())
-    out = []
-    for group in lines:
-        if len(group) == 1:
-            out.append(next(found))
-            continue
-        mean = np.mean([next(found) for _ in group], axis=0)
-        out.append(mean / max(float(np.linalg.norm(mean)), 1e-9))
-    return out
 
 
 def _read(path: Path, digest: str, model: str | None, dim: int | None
