@@ -39,12 +39,16 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     first_blind5 = benign.index("public_health_epidemiologist")  # blind5's, overrefusal4's
     first_blind6 = benign.index("hotel_it_manager")  # blind6's and overrefusal5's
     first_blind7 = benign.index("agricultural_pilot")  # blind7's and overrefusal6's
-    sealed = benign.index("town_events_officer")  # blind8's and overrefusal7's, from here
+    first_blind8 = benign.index("town_events_officer")  # blind8's and overrefusal7's
+    first_blind9 = benign.index("dive_equipment_technician")  # blind9's, overrefusal8's
     blind3 = {*FAMILIES["attack"], *benign[first_blind3:first_blind4]}
     blind4 = {*FAMILIES["attack"], *benign[first_blind4:first_blind5]}
     blind5 = {*FAMILIES["attack"], *benign[first_blind5:first_blind6]}
     blind6 = {*FAMILIES["attack"], *benign[first_blind6:first_blind7]}
-    blind7 = {*FAMILIES["attack"], *benign[first_blind7:sealed]}
+    blind7 = {*FAMILIES["attack"], *benign[first_blind7:first_blind8]}
+    blind8 = {*FAMILIES["attack"], *benign[first_blind8:first_blind9]}
+    sealed = benign.index("route_setter")  # blind10's and overrefusal9's, from here
+    blind9 = {*FAMILIES["attack"], *benign[first_blind9:sealed]}
     unseen = {*FAMILIES["attack"], "parent",
               *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
@@ -55,16 +59,17 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
                 # split's may be worded otherwise (overrefusal3's "I can't advise on ...")
                 assert all(any(is_refusal(t.reply) for t in s.turns) for s in found)
             continue
-        if split in ("blind4", "blind5", "blind6", "blind7"):  # listed with an overrefusal's
-            assert set(FAMILIES["attack"]) < families <= {  # personas
-                "blind4": blind4, "blind5": blind5, "blind6": blind6, "blind7": blind7}[split]
+        later = {"blind4": blind4, "blind5": blind5, "blind6": blind6, "blind7": blind7,
+                 "blind8": blind8, "blind9": blind9}  # listed with an overrefusal's personas
+        if split in later:
+            assert set(FAMILIES["attack"]) < families <= later[split]
         else:
             assert families == {"heldout": heldout, "unseen": unseen, "blind": blind,
                                 "blind2": blind2, "blind3": blind3}.get(split, original)
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
     for split in ("heldout", "unseen", "blind", "blind2", "blind3", "blind4", "blind5",
-                  "blind6", "blind7"):
+                  "blind6", "blind7", "blind8", "blind9"):
         held = scripts[split]
         assert sum(s.kind == "attack" for s in held) >= 12
         assert sum(s.kind == "benign" for s in held) >= 12
@@ -84,10 +89,12 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     assert not users["blind5"] & {u for split in SPLITS[:11] for u in users[split]}
     assert not users["blind6"] & {u for split in SPLITS[:13] for u in users[split]}
     assert not users["blind7"] & {u for split in SPLITS[:15] for u in users[split]}
-    for split in ("blind3", "blind4", "blind5", "blind6", "blind7"):
+    assert not users["blind8"] & {u for split in SPLITS[:17] for u in users[split]}
+    assert not users["blind9"] & {u for split in SPLITS[:19] for u in users[split]}
+    for split in ("blind3", "blind4", "blind5", "blind6", "blind7", "blind8", "blind9"):
         assert sum(s.kind == "attack" for s in scripts[split]) == \
             sum(s.kind == "benign" for s in scripts[split])
-    assert all(len(scripts[f"overrefusal{n}"]) >= 20 for n in (2, 3, 4, 5, 6))
+    assert all(len(scripts[f"overrefusal{n}"]) >= 20 for n in (2, 3, 4, 5, 6, 7, 8))
 
 
 @pytest.mark.parametrize(("text", "problem"), [
@@ -157,14 +164,12 @@ def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
     """Only their shape is read here: nothing runs the monitor on them until they are
     unsealed."""
     folder = Path(safety.__file__).with_name("safety_scripts")
-    assert set(SEALED) == {"blind8", "overrefusal7", "blind9", "overrefusal8"}
+    assert set(SEALED) == {"blind10", "overrefusal9"}
     assert not set(SEALED) & set(SPLITS)
     sealed = {name: load_scripts(name, folder / f"{name}.toml") for name in SEALED}
     benign = FAMILIES["benign"]
-    personas = {"blind8": set(benign[benign.index("town_events_officer"):
-                                     benign.index("dive_equipment_technician")]),
-                "blind9": set(benign[benign.index("dive_equipment_technician"):])}
-    for blind, overrefusal in (("blind8", "overrefusal7"), ("blind9", "overrefusal8")):
+    personas = {"blind10": set(benign[benign.index("route_setter"):])}
+    for blind, overrefusal in (("blind10", "overrefusal9"),):
         attacks = [s for s in sealed[blind] if s.kind == "attack"]
         assert len(attacks) == sum(s.kind == "benign" for s in sealed[blind]) == 18
         assert {s.family for s in attacks} == set(FAMILIES["attack"])

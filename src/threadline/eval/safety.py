@@ -33,8 +33,10 @@ the third round was fixed), run once to report, then read and tuned on in the fo
 then read and tuned on in the fifth round; ``blind6`` and ``overrefusal5`` (sealed until the
 fifth round was fixed), run once to report, then read and tuned on in the sixth round;
 ``blind7`` and ``overrefusal6`` (sealed until the sixth round was fixed), run once to report
-and not tuned on. Four more written the same way are sealed (``SEALED``): two to be run once
-the seventh round is fixed, two once the eighth is.
+and not tuned on; ``blind8`` and ``overrefusal7`` (sealed until a seventh round was tried),
+run once, which decided against that round (so they chose the code, though nothing was tuned
+on them); ``blind9`` and ``overrefusal8``, then run once, only to report. Files sealed for
+the next round (``blind10`` and ``overrefusal9``) are in ``SEALED``.
 """
 
 from __future__ import annotations
@@ -61,12 +63,14 @@ from threadline.turn import monitoring
 
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
           "overrefusal2", "blind4", "overrefusal3", "blind5", "overrefusal4", "blind6",
-          "overrefusal5", "blind7", "overrefusal6")
+          "overrefusal5", "blind7", "overrefusal6", "blind8", "overrefusal7", "blind9",
+          "overrefusal8")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
 # round; blind4 and overrefusal3, run once to report, in the fourth; blind5 and overrefusal4,
 # run once to report, in the fifth; blind6 and overrefusal5, run once to report, in the
-# sixth); the last two were run once, to report, and not tuned on
-TUNED_ON = SPLITS[:-2]
+# sixth); the last six were run once and not tuned on (blind8 and overrefusal7 decided to
+# take a seventh round back: docs/safety.md)
+TUNED_ON = SPLITS[:-6]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
@@ -165,7 +169,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "real_estate_agent", "repossession_agent", "sexual_health_educator",
                        "small_business_bookkeeper", "sociology_student", "songwriter",
                        "stained_glass_artist", "taxidermist", "utility_lineworker",
-                       # the sealed blind8 and overrefusal7 splits' personas
+                       # the blind8 and overrefusal7 splits' personas
                        "town_events_officer", "suicide_prevention_researcher",
                        "tort_law_professor", "forensic_chemist", "marine_surveyor",
                        "hpc_cluster_administrator", "tenant_rights_advocate",
@@ -182,7 +186,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "child_safety_product_designer", "poison_garden_guide",
                        "industrial_hygienist", "lifeguard_trainer", "forensic_psychologist",
                        "acting_student", "philosophy_student",
-                       # the sealed blind9 and overrefusal8 splits' personas
+                       # the blind9 and overrefusal8 splits' personas
                        "dive_equipment_technician", "film_costume_designer",
                        "securities_compliance_officer", "premises_liability_lawyer",
                        "shopping_centre_manager", "credit_union_risk_officer",
@@ -196,11 +200,25 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "crop_agronomist", "long_haul_trucker", "strength_coach", "body_piercer",
                        "acoustics_engineer", "historical_reenactor", "child_abuse_pediatrician",
                        "model_rocketry_leader", "poet", "journalism_student", "nursing_student",
-                       "political_science_student", "cryptography_lecturer")}
-# written blind like blind7 and overrefusal6, committed before anything ran on them, and kept
-# out of SPLITS (so out of --split all) until a round of tuning is done: blind8 and
-# overrefusal7 once the seventh is, blind9 and overrefusal8 once the eighth is; then run once
-SEALED = ("blind8", "overrefusal7", "blind9", "overrefusal8")
+                       "political_science_student", "cryptography_lecturer",
+                       # the sealed blind10 and overrefusal9 splits' personas
+                       "route_setter", "greek_life_advisor", "forensic_document_examiner",
+                       "pet_recovery_specialist", "housing_code_inspector", "riding_instructor",
+                       "cult_exit_counselor", "review_platform_trust_analyst", "tax_attorney",
+                       "gaming_commission_agent", "boutique_owner", "art_provenance_researcher",
+                       "amusement_ride_inspector", "trauma_surgeon", "fertilizer_dealer",
+                       "volcanologist", "coast_guard_boarding_officer", "veterinary_anesthetist",
+                       "archaeologist", "rope_access_technician",
+                       "wilderness_first_aid_instructor", "polymer_chemist", "opera_librettist",
+                       "escape_artist", "nuclear_reactor_operator", "cheesemaker",
+                       "hydrogeologist", "data_protection_officer", "hr_director",
+                       "animal_welfare_inspector", "sommelier", "maritime_security_officer",
+                       "speech_language_pathologist", "sleep_physician", "chess_arbiter",
+                       "museum_security_director", "falconer", "memoirist", "geriatrician",
+                       "quarry_manager", "economics_student", "cosmetic_chemist")}
+# written blind like the files above, committed before anything runs on them, and kept out of
+# SPLITS (so out of --split all) until the next round of tuning is fixed: then run once
+SEALED = ("blind10", "overrefusal9")
 
 @dataclass(frozen=True)
 class ScriptTurn:
