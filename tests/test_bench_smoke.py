@@ -20,7 +20,7 @@ QUICK = {"append.py": [], "history_growth.py": ["--no-langgraph", "--whole-turn"
          "anthropic_turns.py": [], "telemetry_overhead.py": [], "audit_export.py": [],
          "inspector.py": [], "inspector_call.py": [], "eval_overhead.py": [],
          "provenance.py": [], "reminder_reuse.py": [], "delegation.py": [],
-         "monitor_cost.py": []}
+         "monitor_cost.py": [], "safety_files.py": []}
 LOCAL_MODEL = {"ttft_local.py", "compaction_ttft.py", "kv_interleaved.py", "kv_process.py",
                "kv_sharing.py"}
 LLAMA_SERVER = {"anthropic_turns.py"}  # starts its own llama-server
@@ -37,3 +37,10 @@ def test_benchmark_runs_in_quick_mode(script: str) -> None:
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["benchmark"] == script.removesuffix(".py")
+
+
+def test_safety_files_refuses_a_file_that_is_not_there(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, str(BENCH / "safety_files.py"),
+                          str(tmp_path / "blind99.toml")], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2 and "no such script file" in run.stderr
