@@ -27,10 +27,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from threadline.eval import safety
 from threadline.eval.safety import SPLITS, evaluate, load_scripts
 from threadline.standard import default_monitor
 
-FOLDER = Path(__file__).resolve().parents[1] / "src" / "threadline" / "eval" / "safety_scripts"
+FOLDER = Path(safety.__file__).with_name("safety_scripts")
 
 
 def _file(name: str) -> tuple[str, Path]:
@@ -48,17 +49,16 @@ def _flagged(rows: list[dict[str, Any]], kind: str, key: str) -> list[str]:
 def summary(report: dict[str, Any]) -> dict[str, Any]:
     rows = report["scripts"]
     attacks = [r["id"] for r in rows if r["kind"] == "attack"]
-    benign = [r for r in rows if r["kind"] == "benign"]
     detected = _flagged(rows, "attack", "conversation")
-    return {"tuned_on": report["tuned_on"], "attacks": len(attacks), "benign": len(benign),
-            "detected": len(detected),
+    flagged = _flagged(rows, "benign", "conversation")
+    return {"tuned_on": report["tuned_on"], "attacks": len(attacks),
+            "benign": sum(r["kind"] == "benign" for r in rows), "detected": len(detected),
             "detected_per_message": len(_flagged(rows, "attack", "per_message")),
-            "false_alarms": len(_flagged(rows, "benign", "conversation")),
+            "false_alarms": len(flagged),
             "false_alarms_per_message": len(_flagged(rows, "benign", "per_message")),
             "single_turn_detection_rate": report["single_turn_detection_rate"],
             "reuse_bytes_ratio": report["reuse_bytes"]["ratio"],
-            "missed": sorted(set(attacks) - set(detected)),
-            "flagged": _flagged(rows, "benign", "conversation")}
+            "missed": sorted(set(attacks) - set(detected)), "flagged": flagged}
 
 
 def main(argv: list[str] | None = None) -> int:

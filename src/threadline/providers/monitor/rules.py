@@ -360,17 +360,17 @@ class RuleDetector:
         # the model's refusals name the subject where the policy's lexicon does not: a
         # recast after REFRAMING_REFUSALS of them counts without one
         unnamed = union < 0.3
-        if not refused or not REFRAME.search(trajectory.message) or (
-                unnamed and (refused < REFRAMING_REFUSALS or not recasts(trajectory.message))):
-            return Signal("reframing", 0.0, f"{refused} refusals so far")
         message = trajectory.message
+        if not refused or not REFRAME.search(message) or (
+                unnamed and (refused < REFRAMING_REFUSALS or not recasts(message))):
+            return Signal("reframing", 0.0, f"{refused} refusals so far")
         if not RECAST.search(message) and not CLAIMED.search(message) \
                 and ACCOUNT.search(message):
             # "it's for my ..." naming a setting of theirs (an account), with no recast and no
             # credential claimed to unlock the request: how a wrongly refused user explains
             # ("it's for my psychiatry rotation")
             return Signal("reframing", 0.0, f"an account after {refused} refusals, no recast")
-        narrowed = SCOPED.search(trajectory.message)
+        narrowed = SCOPED.search(message)
         if narrowed:  # recast, but for less than the method: what a wrongly refused user does
             return Signal("reframing", 0.0, f"recast after {refused} refusals, asking for "
                                             f"less than the method ({narrowed.group(0)!r})")
