@@ -233,3 +233,36 @@ def test_an_unknown_id_fails_at_once_even_while_another_turn_holds_the_lease(
     assert time.monotonic() - started < 5  # refused, not queued behind the lease
     assert list(store.history(cid)) == before
     assert store.lease_holder(cid, time.time()).holder == "lease_other"  # type: ignore[union-attr]
+
+
+class Tracing(SQLiteStore):
+    """A store that keeps every statement it runs."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        self.statements: list[str] = []
+        super().__init__(*args, **kwargs)
+
+    def _execute_on(self, conn, sql, params=()):  # type: ignore[no-untyped-def]
+        self.statements.append(" ".join(sql.split()))
+        return super()._execute_on(conn, sql, params)
+
+
+def test_a_turn_reads_its_branch_once_and_assembles_from_what_it_committed(
+        tmp_path: Path) -> None:
+    store = Tracing(tmp_path / "t.db")
+    engine = Engine(store, ScriptedModel())
+    cid = engine.run_turn("hello").conversation_id
+    engine.run_turn("and again", conversation_id=cid)
+    store.statements.clear()
+    result = engine.run_turn("a third time", conversation_id=cid)
+    item_reads = [s for s in store.statements if s.startswith("SELECT") and " items " in s
+                  and "max(seq)" not in s]  # the commits' own head checks aside
+    assert len(item_reads) == 1, item_reads
+    # what was assembled is the branch as the log holds it
+    fresh = SQLiteStore(tmp_path / "t.db")
+    try:
+        history = fresh.history(cid)
+        assert engine.request_for(cid) == Engine(fresh, ScriptedModel()).assembler(cid)(history)
+        assert [i.text for i in history[-2:]] == ["a third time", result.reply.text]
+    finally:
+        fresh.close()

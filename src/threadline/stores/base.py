@@ -184,8 +184,12 @@ class Store(Protocol):
         """The newest item on a branch (for a fresh fork, the item it grows from)."""
         ...
 
-    def history(self, conversation_id: str, branch: str = MAIN) -> Sequence[Item]:
-        """Every item on a branch, root first, including what it inherited from its parents."""
+    def history(self, conversation_id: str, branch: str = MAIN, *,
+                through: Item | None = None) -> Sequence[Item]:
+        """Every item on a branch, root first, including what it inherited from its parents;
+        with ``through`` (an item of the branch), only as far as that item: the branch as it
+        was when ``through`` was its head, which never changes, so a store that already holds
+        it need not read."""
         ...
 
     def item(self, conversation_id: str, seq: int) -> Item: ...

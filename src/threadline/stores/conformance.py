@@ -480,6 +480,29 @@ class StoreConformance(OpensStore):
             reader.close()
             writer.close()
 
+    def test_history_through_an_item_is_the_branch_as_it_was_then(
+            self, make_store: MakeStore) -> None:
+        mine, other = make_store(), make_store()
+        try:
+            cid = _create(mine, NewItem.user("one"))
+            assert [i.text for i in mine.history(cid)] == ["one"]
+            [reply] = _append(mine, cid, NewItem.assistant("two"))  # held, not read back
+            assert [i.text for i in mine.history(cid, through=reply)] == ["one", "two"]
+            assert mine.history(cid, through=reply)[-1] == other.history(cid)[-1]
+            _append(other, cid, NewItem.user("three"))  # another handle moves the branch
+            assert [i.text for i in mine.history(cid, through=reply)] == ["one", "two"]
+            assert [i.text for i in mine.history(cid)] == ["one", "two", "three"]
+            assert [i.text for i in mine.history(cid, through=reply)] == ["one", "two"]
+            first = mine.history(cid)[0]
+            assert [i.text for i in other.history(cid, through=first)] == ["one"]
+            # what a handle's commits added reads as the log holds it
+            [extra] = _append(mine, cid, NewItem.tool_call("c", "f", {"t": (1, 2)}))
+            assert mine.history(cid, through=extra)[-1] == other.history(cid)[-1]
+            assert mine.history(cid, through=extra)[-1].content["arguments"] == {"t": [1, 2]}
+        finally:
+            mine.close()
+            other.close()
+
     def test_concurrent_writers_never_fork_a_branch(self, make_store: MakeStore) -> None:
         setup = make_store()
         cid = _create(setup, NewItem.user("start"))

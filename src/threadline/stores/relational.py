@@ -17,7 +17,9 @@ next seq are read by the only writer of that conversation.
 
 from __future__ import annotations
 
+import json
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -85,6 +87,7 @@ _HEAD = tuple[int, str, int, str]  # a branch head's seq, hash, turn and transcr
 _NO_LIMIT = 2**62  # past any seq; also the bound a seq must be under to be looked up
 _T = TypeVar("_T")
 _REMEMBERED_ITEMS = 200_000      # items read before, kept per branch for the next read
+_ITEMS_OF_I = ", ".join(f"i.{column.strip()}" for column in ITEM_COLUMNS.split(","))
 
 Violation = Literal["client_msg_id", "foreign_key", "other"]
 
@@ -205,6 +208,8 @@ class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
 
     def commit(self, commit: Commit) -> CommitResult:
         items, call, new_branch = self._write(partial(self._commit_in, commit=commit))
+        if items:
+            self._appended((commit.conversation_id, commit.branch), items)
         if call is not None and call.request is not None and call.purpose == "turn" \
                 and call.status is CallStatus.OK:
             self._remember(call, call.request)  # the next turn's request is stored against it
@@ -319,8 +324,10 @@ class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
                 if new.client_msg_id and self._violation(err) == "client_msg_id":
                     raise ClientMessageConflict(new.client_msg_id, "another message") from err
                 raise
+            # the content as a read gives it back (the stored JSON, decoded)
             out.append(Item(commit.conversation_id, next_seq, commit.branch, parent_seq, turn,
-                            new.kind, new.content, digest, moment, new.client_msg_id))
+                            new.kind, json.loads(new.content_json), digest, moment,
+                            new.client_msg_id))
             parent_seq, parent_hash = next_seq, digest
             next_seq += 1
         return out
@@ -444,32 +451,55 @@ class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
                 self._lineages[key] = lineage
         return lineage
 
-    def history(self, conversation_id: str, branch: str = MAIN) -> Sequence[Item]:
+    def history(self, conversation_id: str, branch: str = MAIN, *,
+                through: Item | None = None) -> Sequence[Item]:
         """Read incrementally: items never change and seqs commit in order (a commit holds its
         conversation), so what this handle read before is still the branch's prefix and only
         items after it are fetched, from whichever replica wrote them. What was read before
-        is shared with what is returned, not copied (``sequences.Chunked``)."""
+        is shared with what is returned, not copied (``sequences.Chunked``). With
+        ``through``, nothing is read when what this handle holds ends there (a turn's
+        commits add their items to it): the branch up to that item never changes."""
         key = (conversation_id, branch)
+        if through is not None:
+            with self._cache_lock:
+                known = self._histories.get(key)
+            if known and known[-1].seq == through.seq and known[-1].hash == through.hash:
+                return known
+        items = self._read_history(key)
+        return items if through is None else _up_to(items, through)
+
+    def _read_history(self, key: tuple[str, str]) -> Chunked[Item]:
+        conversation_id, branch = key
         with self._reading() as db:
             lineage = self._lineage(db, conversation_id, branch)
             with self._cache_lock:
                 known = self._histories.get(key) or Chunked()
             after = known[-1].seq if known else 0
-            where = " OR ".join("(branch = ? AND seq <= ?)" for _ in lineage)
-            params: list[Any] = [conversation_id, after]
+            where = " OR ".join("(i.branch = ? AND i.seq <= ?)" for _ in lineage)
+            params: list[Any] = [after]
             for name, limit in lineage:
                 params += [name, limit]
-            rows = db.all(f"SELECT {ITEM_COLUMNS} FROM items WHERE conversation_id = ? "
-                          f"AND seq > ? AND ({where}) ORDER BY seq", params)
-            if known and not rows and db.one("SELECT 1 FROM conversations WHERE id = ?",
-                                             (conversation_id,)) is None:
-                self._forget(conversation_id)  # deleted through another handle
-                raise UnknownConversation(conversation_id)
+            # from the conversation's row: no row at all when it was deleted (through another
+            # handle: the lineage is cached), one row of nulls when nothing is new
+            rows = db.all(f"SELECT {_ITEMS_OF_I} FROM conversations c LEFT JOIN items i "
+                          f"ON i.conversation_id = c.id AND i.seq > ? AND ({where}) "
+                          "WHERE c.id = ? ORDER BY i.seq", [*params, conversation_id])
         if not rows:
+            self._forget(conversation_id)
+            raise UnknownConversation(conversation_id)
+        if rows[0][1] is None:
             return known  # shared, immutable: a long history is not copied per read
         items = known.plus(map(item_from_row, rows))
         self._remember_history(key, items)
         return items
+
+    def _appended(self, key: tuple[str, str], items: Sequence[Item]) -> None:
+        """A commit's items follow what this handle read of their branch when it ended at
+        their parent (the head the commit found): the next read need not fetch them."""
+        with self._cache_lock:
+            known = self._histories.get(key)
+        if known and known[-1].seq == items[0].parent_seq:
+            self._remember_history(key, known.plus(items))
 
     def _remember_history(self, key: tuple[str, str], items: Chunked[Item]) -> None:
         with self._cache_lock:
@@ -493,3 +523,13 @@ class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
         rows = self._read(f"SELECT {ITEM_COLUMNS} FROM items WHERE client_msg_id = ?",
                           (client_msg_id,))
         return item_from_row(rows[0]) if rows else None
+
+
+def _up_to(items: Chunked[Item], through: Item) -> Chunked[Item]:
+    """``items`` as far as ``through``; all of them when it is not among them."""
+    if items and items[-1].seq == through.seq:
+        return items
+    end = bisect_right(items, through.seq, key=lambda item: item.seq)
+    if end and items[end - 1].seq == through.seq:
+        return items.prefix(end)
+    return items

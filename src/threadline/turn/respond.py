@@ -65,7 +65,7 @@ def respond(engine: Responder, message: Item, branch: str, on_text: OnText | Non
             if head is not before and head.kind is ItemKind.COMPACTION:
                 engine.observer.compacted(head)
         request = request or engine.assembler(head.conversation_id, branch)(
-            store.history(head.conversation_id, branch))
+            store.history(head.conversation_id, branch, through=head))
         if rounds >= limits.max_rounds or (limits.max_turn_tokens is not None
                                            and spent >= limits.max_turn_tokens):
             request = replace(request, tool_choice="none")  # the loop's last call
