@@ -499,6 +499,14 @@ class StoreConformance(OpensStore):
             [extra] = _append(mine, cid, NewItem.tool_call("c", "f", {"t": (1, 2)}))
             assert mine.history(cid, through=extra)[-1] == other.history(cid)[-1]
             assert mine.history(cid, through=extra)[-1].content["arguments"] == {"t": [1, 2]}
+            # a fork's history through an item it inherited, and through its own
+            mine.commit(Commit(conversation_id=cid, created_at=_T0, branch="b",
+                               expected_head=1, fork=NewBranch("b", 1),
+                               items=[NewItem.assistant("two, again")]))
+            assert [i.text for i in mine.history(cid, "b", through=first)] == ["one"]
+            own = other.history(cid, "b")[-1]
+            assert [i.text for i in mine.history(cid, "b", through=own)] == ["one",
+                                                                             "two, again"]
         finally:
             mine.close()
             other.close()
