@@ -49,7 +49,7 @@ def test_eval_locomo_reports_each_arm(tl: Invoke, tmp_path: Path) -> None:
     arms = {name: arm["test"] for name, arm in report["arms"].items()}
     assert report["questions"] == 3 and report["turns"] == 51
     assert set(arms) == {"threadline", "rules", "last_n", "full"}
-    assert report["threadline"]["steps"] == "turns+rerank+time+context+learned"
+    assert report["threadline"]["steps"] == "turns+rerank+time+context+learned+beside"
     assert arms["threadline"]["recall@3"] == 1.0  # both facts' turns recalled
     assert arms["threadline"]["by_category"]["single-hop"] == {
         "questions": 2, "recall@3": 1.0, "recall@10": 1.0}
@@ -62,7 +62,7 @@ def test_eval_locomo_reports_each_arm(tl: Invoke, tmp_path: Path) -> None:
     assert arms["full"]["adversarial_abstained"] == 0.0
     latency = report["arms"]["threadline"]["latency"]
     assert latency["p50_ratio"] is not None and latency["p99_ratio"] is not None
-    assert set(latency["stages_p50_ms"]) == {"lexical", "context", "rerank"}
+    assert set(latency["stages_p50_ms"]) == {"lexical", "context", "rerank", "beside"}
     assert report["rewrite_hop"]["questions_changed"] == 0  # standalone questions
     # values changed after the conversation: the current one recalled, the old one history
     assert report["knowledge_updates"]["injected_probes"] == {
@@ -90,8 +90,9 @@ def test_arms_name_the_learned_rerank_as_a_step() -> None:
     from threadline.eval.locomo import ArmSpec
 
     everything = ArmSpec.parse("all+dense")
-    assert everything.name == "turns+rerank+time+context+learned+dense" and everything.dense
-    assert everything.steps.learned and everything.steps.context
+    assert everything.name == "turns+rerank+time+context+learned+beside+dense"
+    assert everything.dense and everything.steps.learned and everything.steps.context
+    assert everything.steps.beside and not ArmSpec.parse("turns+rerank").steps.beside
     before = ArmSpec.parse("turns+rerank+time+context+dense")  # the rerank before the model
     assert not before.steps.learned and before.steps.rerank
     assert ArmSpec.parse("rules").steps == ArmSpec.parse("").steps

@@ -193,3 +193,46 @@ def test_a_turn_covers_the_words_of_the_message_it_answers(
     # whether anything bears on the question is judged on what a turn says itself: under a
     # threshold above a quarter, nothing does, context or not
     assert MemoryRecall(memory, threshold=0.3).recall("ann", question).abstained
+
+
+def test_a_recalled_turn_is_shown_with_what_the_user_said_just_before_and_after(
+        log: RelationalStore, memory: MemoryStore, clock: Clock) -> None:
+    clock.now = AT
+    engine = standard_engine(log, ScriptedModel(), recall=False, clock=clock)
+
+    def say(text: str, user: str = "ann", conversation: str | None = None) -> str:
+        return engine.run_turn(text, user_id=user, conversation_id=conversation).conversation_id
+
+    cid = say("My sister called this morning.")
+    say("Bob here: my sister adopted a cat.", "bob", cid)  # someone else's words
+    say("She finally adopted the greyhound she kept talking about!", conversation=cid)
+    say("Anyway, work was hectic.", conversation=cid)
+    say("The boiler is broken again.", conversation=cid)
+    clock.now = AT + timedelta(hours=3)
+    say("Later that day: dinner was lovely.", conversation=cid)  # not said beside it
+    MemoryWriter(log, memory).run()
+    question = "What did Ann's sister adopt?"
+
+    found = MemoryRecall(memory).recall("ann", question, ignore=["Ann"])
+    top = found.memories[0]
+    assert top.entry.text.startswith("She finally adopted the greyhound")
+    assert [b.text for b in top.beside] == ["My sister called this morning.",
+                                            "Anyway, work was hectic."]
+    rendered = found.render("Ann")
+    assert '  just before: "My sister called this morning."' in rendered
+    assert '  just after: "Anyway, work was hectic."' in rendered
+    assert "Bob here" not in rendered and "dinner" not in rendered
+    # shown once: a memory already shown beside a better one is not repeated
+    assert rendered.count("My sister called this morning.") == 1
+
+    # a withdrawn turn is no longer said beside it; the next one the user said is
+    [hectic] = [e for e in memory.entries("ann") if e.text == "Anyway, work was hectic."]
+    memory.invalidate("ann", hectic.id, "the user took it back")
+    top = MemoryRecall(memory).recall("ann", question, ignore=["Ann"]).memories[0]
+    assert [b.text for b in top.beside] == ["My sister called this morning.",
+                                            "The boiler is broken again."]
+    # the step can be left out
+    alone = MemoryRecall(memory, steps=replace(ALL, beside=False)).recall(
+        "ann", question, ignore=["Ann"])
+    assert all(m.beside == () for m in alone.memories)
+    assert "just before" not in alone.render()

@@ -160,7 +160,7 @@ def _when(text: str) -> datetime | None:
 @dataclass(frozen=True)
 class ArmSpec:
     """One way of recalling, by its steps: ``rules`` is the path before them, ``all`` is
-    turns+rerank+time+context+learned; ``dense`` adds the embedding ranking."""
+    turns+rerank+time+context+learned+beside; ``dense`` adds the embedding ranking."""
 
     name: str
     steps: Steps
@@ -180,11 +180,11 @@ class ArmSpec:
         name = "+".join(w for w in _STEPS if w in words or (w == "dense" and dense)) or "rules"
         return cls(name, Steps(turns="turns" in words, time="time" in words,
                                rerank="rerank" in words, context="context" in words,
-                               learned="learned" in words), dense)
+                               learned="learned" in words, beside="beside" in words), dense)
 
 
 # recall's steps as arms name them, in order ('all' is every one but dense)
-_STEPS = ("turns", "rerank", "time", "context", "learned", "dense")
+_STEPS = ("turns", "rerank", "time", "context", "learned", "beside", "dense")
 
 
 @dataclass
@@ -231,8 +231,8 @@ class Evaluation:
 
 def evaluate(samples: Sequence[Sample], tokenizer: Tokenizer, *, ks: Sequence[int] = KS,
              window: int = 20, threshold: float | None = None,
-             arms: Sequence[ArmSpec] = (ArmSpec("turns+rerank+time+context+learned", ALL,
-                                                False),),
+             arms: Sequence[ArmSpec] = (ArmSpec("turns+rerank+time+context+learned+beside",
+                                                ALL, False),),
              embedder: Embedder | None = None,
              progress: Callable[[str], None] | None = None) -> Evaluation:
     """Ingest, learn and ask every sample in a scratch store; the measurements, by arm. An
@@ -324,8 +324,8 @@ def _one(sample: Sample, split: str, store: SQLiteStore, tokenizer: Tokenizer,
         result.rewrite_changed += query != question.text
         for name, recall in recalls.items():
             found, contexts = _recall(recall, subjects, query, ks, result.arms[name])
-            covered = {k: {seqs[s] for m in found[:k] for s in m.entry.item_seqs if s in seqs}
-                       for k in ks}
+            covered = {k: {seqs[s] for m in found[:k] for e in (m.entry, *m.beside)
+                           for s in e.item_seqs if s in seqs} for k in ks}
             result.arms[name].asked.append(Asked(
                 split, question.category,
                 {k: len(covered[k] & evidence) / len(evidence) for k in ks} if scored else None,

@@ -32,8 +32,8 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -65,6 +65,7 @@ RULES_THRESHOLD = 0.5  # the path before the steps: the share of the query's wor
 RULES_DENSE_THRESHOLD = 0.4  # … with embeddings, the mean of that and the similarity
 UNTRUSTED_WEIGHT = 0.5
 CANDIDATES = 50     # each ranking's depth before fusion
+BESIDE = timedelta(hours=1)  # how far from a memory's turn the turns shown beside it were said
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 
@@ -84,10 +85,12 @@ class Steps:
     context: bool = True  # a turn covers the words of the message before it too
     learned: bool = True  # the rerank's second pass: a logistic model, with day support and
     #                       how much of a turn asks (needs rerank)
+    beside: bool = True   # a memory is shown with what the user said just before and after
 
 
 ALL = Steps()
-RULES = Steps(turns=False, time=False, rerank=False, context=False, learned=False)
+RULES = Steps(turns=False, time=False, rerank=False, context=False, learned=False,
+              beside=False)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class Recalled:
     entry: MemoryEntry
     score: float  # the candidate's score, times its trust weight
     related: tuple[str, ...] = ()  # the other entries of the same evidence (facts of a turn)
+    # the user's own turns said just before and after it, in its conversation (``BESIDE``)
+    beside: tuple[MemoryEntry, ...] = ()
 
     def provenance(self, who: str = "the user") -> str:
         """'the user said on 3 May 2026' (or confirmed, or …)."""
@@ -106,7 +111,8 @@ class Recalled:
         return {"id": e.id, "text": e.text, "kind": str(e.kind), "source": str(e.source),
                 "trusted": e.trusted, "recorded_at": format_time(e.recorded_at),
                 "conversation_id": e.conversation_id, "item_seqs": list(e.item_seqs),
-                "related": list(self.related), "score": round(self.score, 3)}
+                "related": list(self.related), "score": round(self.score, 3),
+                "beside": [b.id for b in self.beside]}
 
 
 @dataclass(frozen=True)
@@ -135,9 +141,15 @@ class Recall:
         """The memories as the turn's tail shows them, or a line saying there are none."""
         if not self.memories:
             return f"nothing remembered about {who} bears on this message"
-        return "\n".join(f"- ({m.entry.id}) {m.provenance(who)}: " + (
-            f"\"{m.entry.text}\"" if m.entry.trusted else  # not the user's: fenced as data
-            fence("remembered", m.entry.text, id=m.entry.id)) for m in self.memories)
+        lines, beside = [], set()
+        for m in self.memories:
+            if m.entry.id in beside:
+                continue  # shown already, beside a better memory
+            lines.append(f"- ({m.entry.id}) {m.provenance(who)}: {_quoted(m.entry)}")
+            lines += [f"  just {'before' if _seq(b) < _seq(m.entry) else 'after'}: "
+                      f"{_quoted(b)}" for b in m.beside]
+            beside |= {b.id for b in m.beside}
+        return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
         return {"query": self.query, "terms": list(self.terms), "threshold": self.threshold,
@@ -170,8 +182,42 @@ class MemoryRecall:
         candidates = self.shown(found.candidates)  # deciding to abstain counts as the rerank
         found.timings["rerank"] += (time.perf_counter() - started) * 1000
         kept = sorted(candidates, key=lambda c: -c.score)[: self.k if k is None else k]
-        return Recall(query, found.terms, tuple(_recalled(c) for c in kept), self.threshold,
-                      found.timings)
+        memories = tuple(_recalled(c) for c in kept)
+        if self.steps.beside and memories:
+            started = time.perf_counter()
+            memories = self._beside(user_id, memories, at or self.memory.clock())
+            found.timings["beside"] = (time.perf_counter() - started) * 1000
+        return Recall(query, found.terms, memories, self.threshold, found.timings)
+
+    def _beside(self, user_id: str, memories: tuple[Recalled, ...], moment: datetime
+                ) -> tuple[Recalled, ...]:
+        """Each memory with what the user said just before and just after the message it
+        came from, in its conversation and within ``BESIDE`` of it: a reply is often the
+        answer the turn recall found asks for, or the detail it leaves out. Only the user's
+        own turn entries current now: nobody else's words, nothing they deleted or withdrew;
+        a turn a better memory showed already is not shown again (so the first k of them
+        show the same whatever k)."""
+        shown: set[tuple[str | None, int]] = set()
+        out = []
+        for m in memories:
+            entry = m.entry
+            shown |= {(entry.conversation_id, s) for s in entry.item_seqs}
+            if entry.conversation_id is None or not entry.item_seqs:
+                out.append(m)
+                continue
+            said = self.memory.backend.turns_said(
+                user_id, entry.conversation_id, entry.recorded_at - BESIDE,
+                entry.recorded_at + BESIDE, at=moment)
+            first, last = min(entry.item_seqs), max(entry.item_seqs)
+            before = [t for t in said if t.item_seqs and max(t.item_seqs) < first]
+            after = [t for t in said if t.item_seqs and min(t.item_seqs) > last]
+            near = [t for t in (max(before, key=_seq, default=None),
+                                min(after, key=_seq, default=None))
+                    if t is not None and not any((t.conversation_id, s) in shown
+                                                 for s in t.item_seqs)]
+            shown |= {(t.conversation_id, s) for t in near for s in t.item_seqs}
+            out.append(replace(m, beside=tuple(near)))
+        return tuple(out)
 
     def scored(self, user_id: str, query: str, *, at: datetime | None = None,
                ignore: Iterable[str] = ()) -> Scored:
@@ -251,6 +297,16 @@ def default_threshold(dense: bool, steps: Steps = ALL) -> float:
     if not steps.rerank:
         return RULES_DENSE_THRESHOLD if dense else RULES_THRESHOLD
     return DENSE_THRESHOLD if dense else THRESHOLD
+
+
+def _seq(entry: MemoryEntry) -> int:
+    return min(entry.item_seqs)
+
+
+def _quoted(entry: MemoryEntry) -> str:
+    """An entry's text as recall shows it: quoted, or fenced as data when not the user's."""
+    return f"\"{entry.text}\"" if entry.trusted else fence("remembered", entry.text,
+                                                             id=entry.id)
 
 
 def _recalled(candidate: Candidate) -> Recalled:

@@ -220,6 +220,12 @@ class MemoryBackend(Protocol):
         """The user's entries among ``ids``, in that order (ids they lack are left out)."""
         ...
 
+    def turns_said(self, user_id: str, conversation_id: str, start: datetime,
+                   end: datetime, *, at: datetime) -> list[MemoryEntry]:
+        """The user's turn entries of ``conversation_id`` recorded in [start, end) and
+        current at ``at``, oldest first: what they said around a turn recall shows."""
+        ...
+
     # -- embeddings ----------------------------------------------------------------------
 
     def unembedded(self, user_id: str) -> list[tuple[str, str]]:

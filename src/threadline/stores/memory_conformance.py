@@ -201,6 +201,30 @@ class MemoryConformance(OpensStore):
         assert len(memory.search("ann", ["bees", "roof"], at=_T0, limit=2)) == 2
         assert memory.search("ann", ["hornets"], at=_T0, limit=10) == []
 
+    def test_turns_said_are_the_users_current_turns_of_a_conversation_in_a_window(
+            self, store: Store, memory: MemoryBackend) -> None:
+        cid, other = _conversation(store, "a", "b", "c", "d"), _conversation(store, "e")
+
+        def turn(user: str, seq: int, at: datetime, conversation: str = cid,
+                 **fields: object) -> MemoryEntry:
+            return _entry(user, f"said {seq}", at=at, kind=MemoryKind.TURN,
+                          conversation_id=conversation, item_seqs=(seq,), **fields)
+
+        first, second = turn("ann", 1, _T0), turn("ann", 3, _T0 + timedelta(minutes=5))
+        withdrawn = turn("ann", 4, _T0 + timedelta(minutes=6))
+        memory.insert([first, second, withdrawn, turn("bob", 2, _T0),  # another user's
+                       turn("ann", 1, _T0, other),                      # another conversation
+                       turn("ann", 2, _T0 + _DAY),                      # outside the window
+                       _entry("ann", "a fact", at=_T0, conversation_id=cid, item_seqs=(1,)),
+                       turn("ann", 4, _T0, expires_at=_T0 + timedelta(seconds=1))])
+        memory.invalidate("ann", withdrawn.id, _T0 + timedelta(minutes=7), "taken back")
+        now = _T0 + timedelta(hours=1)
+        said = memory.turns_said("ann", cid, _T0 - timedelta(hours=1), now, at=now)
+        assert _ids(said) == [first.id, second.id]
+        assert _ids(memory.turns_said("ann", cid, _T0 + timedelta(minutes=1), now,
+                                      at=now)) == [second.id]
+        assert memory.turns_said("carl", cid, _T0, now, at=now) == []
+
     def test_a_hit_is_light_and_decodes_to_its_entry(self, memory: MemoryBackend) -> None:
         entry = _entry("ann", "Ann grows tomatoes", source=Source.TOOL_RETURNED, trusted=False,
                        item_seqs=(3,), valid_to=_T0 + _DAY)
