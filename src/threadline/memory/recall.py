@@ -192,11 +192,15 @@ class MemoryRecall:
     def _beside(self, user_id: str, memories: tuple[Recalled, ...], moment: datetime
                 ) -> tuple[Recalled, ...]:
         """Each memory with what the user said just before and just after the message it
-        came from, in its conversation and within ``BESIDE`` of it: a reply is often the
-        answer the turn recall found asks for, or the detail it leaves out. Only the user's
-        own turn entries current now: nobody else's words, nothing they deleted or withdrew;
-        a turn a better memory showed already is not shown again (so the first k of them
-        show the same whatever k)."""
+        came from, in its conversation and within ``BESIDE`` of it (read in one statement for
+        all of them): a reply is often the answer the turn recall found asks for, or the
+        detail it leaves out. Only the user's own turn entries current now: nobody else's
+        words, nothing they deleted or withdrew; a turn a better memory showed already is not
+        shown again (so the first k of them show the same whatever k)."""
+        said = self.memory.backend.turns_said(user_id, [
+            (e.conversation_id, e.recorded_at - BESIDE, e.recorded_at + BESIDE)
+            for e in (m.entry for m in memories) if e.conversation_id and e.item_seqs],
+            at=moment)
         shown: set[tuple[str | None, int]] = set()
         out = []
         for m in memories:
@@ -205,12 +209,11 @@ class MemoryRecall:
             if entry.conversation_id is None or not entry.item_seqs:
                 out.append(m)
                 continue
-            said = self.memory.backend.turns_said(
-                user_id, entry.conversation_id, entry.recorded_at - BESIDE,
-                entry.recorded_at + BESIDE, at=moment)
             first, last = min(entry.item_seqs), max(entry.item_seqs)
-            before = [t for t in said if t.item_seqs and max(t.item_seqs) < first]
-            after = [t for t in said if t.item_seqs and min(t.item_seqs) > last]
+            mine = [t for t in said if t.conversation_id == entry.conversation_id and t.item_seqs
+                    and -BESIDE <= t.recorded_at - entry.recorded_at < BESIDE]
+            before = [t for t in mine if max(t.item_seqs) < first]
+            after = [t for t in mine if min(t.item_seqs) > last]
             near = [t for t in (max(before, key=_seq, default=None),
                                 min(after, key=_seq, default=None))
                     if t is not None and not any((t.conversation_id, s) in shown

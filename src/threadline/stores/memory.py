@@ -220,10 +220,11 @@ class MemoryBackend(Protocol):
         """The user's entries among ``ids``, in that order (ids they lack are left out)."""
         ...
 
-    def turns_said(self, user_id: str, conversation_id: str, start: datetime,
-                   end: datetime, *, at: datetime) -> list[MemoryEntry]:
-        """The user's turn entries of ``conversation_id`` recorded in [start, end) and
-        current at ``at``, oldest first: what they said around a turn recall shows."""
+    def turns_said(self, user_id: str, around: Sequence[tuple[str, datetime, datetime]], *,
+                   at: datetime) -> list[MemoryEntry]:
+        """The user's turn entries current at ``at`` and recorded in any of ``around``'s
+        windows (a conversation id, a start, an end: [start, end) in that conversation),
+        oldest first, in one statement: what they said around the turns recall shows."""
         ...
 
     # -- embeddings ----------------------------------------------------------------------

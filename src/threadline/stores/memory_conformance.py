@@ -219,11 +219,16 @@ class MemoryConformance(OpensStore):
                        turn("ann", 4, _T0, expires_at=_T0 + timedelta(seconds=1))])
         memory.invalidate("ann", withdrawn.id, _T0 + timedelta(minutes=7), "taken back")
         now = _T0 + timedelta(hours=1)
-        said = memory.turns_said("ann", cid, _T0 - timedelta(hours=1), now, at=now)
+        said = memory.turns_said("ann", [(cid, _T0 - timedelta(hours=1), now)], at=now)
         assert _ids(said) == [first.id, second.id]
-        assert _ids(memory.turns_said("ann", cid, _T0 + timedelta(minutes=1), now,
+        assert _ids(memory.turns_said("ann", [(cid, _T0 + timedelta(minutes=1), now)],
                                       at=now)) == [second.id]
-        assert memory.turns_said("carl", cid, _T0, now, at=now) == []
+        # several windows at once, oldest first; none at all reads nothing
+        both = memory.turns_said("ann", [(other, _T0, now), (cid, _T0 + _DAY, now + _DAY)],
+                                 at=now + _DAY)
+        assert [(e.conversation_id, e.item_seqs) for e in both] == [(other, (1,)), (cid, (2,))]
+        assert memory.turns_said("ann", [], at=now) == []
+        assert memory.turns_said("carl", [(cid, _T0, now)], at=now) == []
 
     def test_a_hit_is_light_and_decodes_to_its_entry(self, memory: MemoryBackend) -> None:
         entry = _entry("ann", "Ann grows tomatoes", source=Source.TOOL_RETURNED, trusted=False,

@@ -154,15 +154,19 @@ class SQLMemory:
                        " ON CONFLICT (user_id, id) DO NOTHING",
                        (model, vector, user_id, entry_id))
 
-    def turns_said(self, user_id: str, conversation_id: str, start: datetime,
-                   end: datetime, *, at: datetime) -> list[MemoryEntry]:
+    def turns_said(self, user_id: str, around: Sequence[tuple[str, datetime, datetime]], *,
+                   at: datetime) -> list[MemoryEntry]:
+        if not around:
+            return []
         moment = format_time(at)
+        windows = " OR ".join("(m.conversation_id = ? AND m.recorded_at >= ? AND "
+                              "m.recorded_at < ?)" for _ in around)
+        params = [value for cid, start, end in around
+                  for value in (cid, format_time(start), format_time(end))]
         with self._db.reading() as db:
             rows = db.all(f"SELECT {ENTRY_SQL_M} FROM memory_entries m WHERE m.user_id = ? "
-                          "AND m.conversation_id = ? AND m.kind = 'turn' AND m.recorded_at >= ?"
-                          f" AND m.recorded_at < ? AND {CURRENT} ORDER BY m.recorded_at, m.id",
-                          (user_id, conversation_id, format_time(start), format_time(end),
-                           moment, moment))
+                          f"AND m.kind = 'turn' AND ({windows}) AND {CURRENT} "
+                          "ORDER BY m.recorded_at, m.id", (user_id, *params, moment, moment))
         return [entry_from_row(row) for row in rows]
 
     def vectors(self, user_id: str, at: datetime) -> list[tuple[str, bytes]]:
