@@ -190,3 +190,18 @@ def test_they_is_not_a_name_the_opening_message_mentions_only_in_passing() -> No
         "How long have 529 plan been around")
     red_bull = [Turn("user", "Is Red Bull bad for you?"), Turn("user", "Can it kill you?")]
     assert rewrite(red_bull, "Why do they taste sweet?") == "Why do Red Bull taste sweet?"
+
+
+def test_a_remark_that_opens_a_sentence_is_no_name_and_no_subject() -> None:
+    from threadline.rewrite.anchors import names
+
+    assert names("Anyway, work was hectic. Sure! However, Emily liked it.") == ["Emily"]
+    # inside a sentence, or the start of a longer name, the word stays
+    assert names("Great Lakes trips are fun. I moved to Nice in May.") == ["Great Lakes",
+                                                                           "Nice"]
+    assert must_preserve("Honestly, what does Paris cost?") == ["Paris"]
+    history = [Turn("user", "Honestly, the trip was long."),
+               Turn("assistant", "Sure! Glad you are back."),
+               Turn("user", "Anyway, the museum was closed.")]
+    out = rewrite(history, "How was the food?")
+    assert not any(word in out for word in ("Anyway", "Honestly", "Sure"))

@@ -47,22 +47,42 @@ give show list describe explain compare say said see yes ok okay hi hello thanks
 lets
 """
 STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+# words that open a sentence in capitals as a remark, not a name ("Anyway, work was hectic.",
+# "Honestly, …", "Great!"): alone at a sentence's start they name nothing; inside a sentence
+# or a longer name they are left alone ("Great Lakes")
+_OPENERS_TEXT = """
+anyway anyways anyhow honestly actually basically seriously obviously apparently luckily
+unfortunately fortunately hopefully personally literally definitely probably really totally
+however meanwhile btw oh wow yeah yep yup nope hmm hey ah oops ugh sure cool alright well
+great awesome perfect fine good excellent amazing wonderful fantastic sorry right true
+exactly absolutely interesting lol haha
+"""
+OPENERS = frozenset(_OPENERS_TEXT.split())
+_SENTENCE_END = ".!?:;\n\"“(—"
 
 
 def anchors(text: str) -> list[tuple[str, str]]:
     """(kind, text) for each anchor in ``text``, in order. Labels, dates and numbers are
     found first; names in what is left, so "Compare ITEM 1B" names no "Compare ITEM". A
-    capitalised word that only starts a sentence ("What", "And") is not a name."""
+    capitalised word that only starts a sentence ("What", "And"), or opens one as a remark
+    ("Anyway, …", "Honestly, …"), is not a name."""
     found: list[tuple[int, str, str]] = []
     masked = list(text)
     for match in _ANCHORS.finditer(text):
         found.append((match.start(), match.lastgroup or "number", match.group().strip()))
         masked[match.start():match.end()] = "\0" * (match.end() - match.start())
-    for match in _NAMES.finditer("".join(masked)):
+    rest = "".join(masked)
+    for match in _NAMES.finditer(rest):
         value = _trim_name(match.group().strip())
-        if value:
+        if value and not (value.casefold() in OPENERS and opens_sentence(rest, match.start())):
             found.append((match.start(), "name", value))
     return [(kind, value) for _, kind, value in sorted(found, key=lambda f: f[0])]
+
+
+def opens_sentence(text: str, at: int) -> bool:
+    """Whether the word at ``at`` starts ``text`` or a sentence of it."""
+    before = text[:at].rstrip()
+    return not before or before[-1] in _SENTENCE_END
 
 
 def _trim_name(value: str) -> str:

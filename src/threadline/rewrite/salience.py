@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from threadline.rewrite.anchors import STOPWORDS, names
+from threadline.rewrite.anchors import OPENERS, STOPWORDS, names, opens_sentence
 from threadline.rewrite.ellipsis import singular
 
 
@@ -149,7 +149,8 @@ def _rule_phrases(text: str) -> tuple[Phrase, ...]:
         gap = text[words[n - 1][0] + len(words[n - 1][1]):start] if n else ""
         if run and re.search(r"[^\s\-]", gap):  # punctuation ends a phrase
             close(start)
-        function = low.replace("’", "'") in _FUNCTION  # "I'm" is no name
+        function = low.replace("’", "'") in _FUNCTION or (  # "I'm" is no name, nor a
+            low in OPENERS and opens_sentence(text, start))   # remark: "Anyway, …"
         if start in in_name and not function and (not run or run[-1][0] in in_name):
             run.append((start, word))  # a name is one phrase, whatever its words are
             continue
