@@ -177,7 +177,8 @@ class MemoryRecall:
         """The user's current memories that bear on ``query``, best first, at most ``k``.
         ``ignore`` names words not to match on (the user's own name: their memories are
         about them anyway)."""
-        found = self.scored(user_id, query, at=at, ignore=ignore)
+        moment = at or self.memory.clock()  # read once: the steps all see the same moment
+        found = self.scored(user_id, query, at=moment, ignore=ignore)
         started = time.perf_counter()
         candidates = self.shown(found.candidates)  # deciding to abstain counts as the rerank
         found.timings["rerank"] += (time.perf_counter() - started) * 1000
@@ -185,7 +186,7 @@ class MemoryRecall:
         memories = tuple(_recalled(c) for c in kept)
         if self.steps.beside and memories:
             started = time.perf_counter()
-            memories = self._beside(user_id, memories, at or self.memory.clock())
+            memories = self._beside(user_id, memories, moment)
             found.timings["beside"] = (time.perf_counter() - started) * 1000
         return Recall(query, found.terms, memories, self.threshold, found.timings)
 
