@@ -52,8 +52,8 @@ for _command in (*COMMANDS, lic_logs, safety):
 @RECALL_DENSE
 @click.option("--arms", default="all", show_default=True,
               help="Comma-separated ways to recall, each its steps joined by '+' (turns, "
-                   "rerank, time, context, learned, dense), 'rules' for the path before them or "
-                   "'all'; the first is reported as threadline.")
+                   "rerank, time, context, learned, beside, dense), 'rules' for the path before "
+                   "them or 'all'; the first is reported as threadline.")
 @click.option("--split", type=click.Choice(["dev", "test", "all"]), default="all",
               show_default=True,
               help="The samples to run: dev (LoCoMo conversations 1-2, which recall was "
