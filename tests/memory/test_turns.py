@@ -203,7 +203,8 @@ def test_a_recalled_turn_is_shown_with_what_the_user_said_just_before_and_after(
     def say(text: str, user: str = "ann", conversation: str | None = None) -> str:
         return engine.run_turn(text, user_id=user, conversation_id=conversation).conversation_id
 
-    cid = say("My sister called this morning.")
+    cid = say("Coffee first, then the garden.")
+    say("My sister called this morning.", conversation=cid)
     say("Bob here: my sister adopted a cat.", "bob", cid)  # someone else's words
     say("She finally adopted the greyhound she kept talking about!", conversation=cid)
     say("Anyway, work was hectic.", conversation=cid)
@@ -222,8 +223,11 @@ def test_a_recalled_turn_is_shown_with_what_the_user_said_just_before_and_after(
     assert '  just before: "My sister called this morning."' in rendered
     assert '  just after: "Anyway, work was hectic."' in rendered
     assert "Bob here" not in rendered and "dinner" not in rendered
-    # shown once: a memory already shown beside a better one is not repeated
+    # shown once: a memory already shown beside a better one is not repeated, and brings
+    # nothing beside it of its own (what is counted shown is what the tail shows)
     assert rendered.count("My sister called this morning.") == 1
+    again = [m for m in found.memories if m.entry.text == "My sister called this morning."]
+    assert again and again[0].beside == ()
 
     # a withdrawn turn is no longer said beside it; the next one the user said is
     [hectic] = [e for e in memory.entries("ann") if e.text == "Anyway, work was hectic."]

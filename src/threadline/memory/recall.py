@@ -144,7 +144,7 @@ class Recall:
         lines, beside = [], set()
         for m in self.memories:
             if m.entry.id in beside:
-                continue  # shown already, beside a better memory
+                continue  # shown already, beside a better memory (and given none of its own)
             lines.append(f"- ({m.entry.id}) {m.provenance(who)}: {_quoted(m.entry)}")
             lines += [f"  just {'before' if _seq(b) < _seq(m.entry) else 'after'}: "
                       f"{_quoted(b)}" for b in m.beside]
@@ -206,10 +206,12 @@ class MemoryRecall:
         out = []
         for m in memories:
             entry = m.entry
-            shown |= {(entry.conversation_id, s) for s in entry.item_seqs}
-            if entry.conversation_id is None or not entry.item_seqs:
+            places = {(entry.conversation_id, s) for s in entry.item_seqs}
+            if entry.conversation_id is None or not entry.item_seqs or places <= shown:
+                shown |= places  # shown beside a better memory already: not shown again
                 out.append(m)
                 continue
+            shown |= places
             first, last = min(entry.item_seqs), max(entry.item_seqs)
             mine = [t for t in said if t.conversation_id == entry.conversation_id and t.item_seqs
                     and -BESIDE <= t.recorded_at - entry.recorded_at < BESIDE]
