@@ -44,3 +44,49 @@ def test_safety_files_refuses_a_file_that_is_not_there(tmp_path: Path) -> None:
                           str(tmp_path / "blind99.toml")], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 2 and "no such script file" in run.stderr
+
+
+def test_rewrite_chat_counts_blinds_and_scores(tmp_path: Path) -> None:
+    from threadline.eval.constraint_corpus import SHAREGPT
+
+    data = tmp_path / "data"
+    (data / SHAREGPT).parent.mkdir(parents=True)
+    turns = [("human", "What is throat cancer?"), ("gpt", "A cancer of the throat."),
+             ("human", "Is it treatable?"), ("gpt", "Often."), ("human", "continue")]
+    (data / SHAREGPT).write_text("\n".join(json.dumps(
+        {"id": f"c{n}_0", "conversations": [{"from": f, "value": v} for f, v in turns]})
+        for n in range(8)) + "\n")
+    script = str(BENCH / "rewrite_chat.py")
+    found = {}
+    for split in ("dev", "test"):
+        run = subprocess.run([sys.executable, script, "--data", str(data), "--split", split,
+                              "--json", "--dump", str(tmp_path / f"{split}.json")],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        found[split] = json.loads(run.stdout)
+    assert found["dev"]["follow_ups"] + found["test"]["follow_ups"] == 16
+    assert found["dev"]["benchmark"] == "rewrite_chat" and found["dev"]["follow_ups"] > 0
+    # "Is it treatable?" is rewritten, "continue" is not
+    assert found["dev"]["changed"] * 2 == found["dev"]["follow_ups"]
+    # the same dump against itself: nothing differs, nothing to judge
+    dump = str(tmp_path / "dev.json")
+    run = subprocess.run([sys.executable, script, "--blind", dump, dump, "--out",
+                          str(tmp_path / "blind")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and json.loads((tmp_path / "blind" / "items.json").read_text()) == []
+    run = subprocess.run([sys.executable, script, "--blind", dump,
+                          str(tmp_path / "test.json"), "--out", str(tmp_path / "b2")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "different follow-ups" in run.stderr
+    (tmp_path / "key.json").write_text(json.dumps([{"item": 1, "A": "after"},
+                                                   {"item": 2, "A": "before"}]))
+    (tmp_path / "labels.json").write_text(json.dumps([
+        {"item": 1, "better": "A", "A_bad": False, "B_bad": True},
+        {"item": 2, "better": "B", "A_bad": True, "B_bad": False}]))
+    run = subprocess.run([sys.executable, script, "--score", str(tmp_path / "key.json"),
+                          str(tmp_path / "labels.json")], capture_output=True, text=True,
+                         timeout=120)
+    assert json.loads(run.stdout) == {"items": 2, "preferred": {"after": 2},
+                                      "bad": {"after": 0, "before": 2}}
+    run = subprocess.run([sys.executable, script, "--data", str(tmp_path / "none")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "no ShareGPT sample" in run.stderr

@@ -55,10 +55,11 @@ anyway anyways anyhow honestly actually basically seriously obviously apparently
 unfortunately fortunately hopefully personally literally definitely probably really totally
 however meanwhile btw oh wow yeah yep yup nope hmm hey ah oops ugh sure cool alright well
 great awesome perfect fine good excellent amazing wonderful fantastic sorry right true
-exactly absolutely interesting lol haha
+exactly absolutely interesting lol haha apologies certainly indeed understood noted agreed
 """
 OPENERS = frozenset(_OPENERS_TEXT.split())
 _SENTENCE_END = ".!?:;\n\"“(—"
+_CONTRACTION = re.compile(r"(\w+?)(?:n['’]t|['’](?:s|ll|re|ve|d|m))")
 
 
 def anchors(text: str) -> list[tuple[str, str]]:
@@ -88,11 +89,17 @@ def opens_sentence(text: str, at: int) -> bool:
 def _trim_name(value: str) -> str:
     value = re.sub(r"['’]s?$", "", value)  # a possessive is the name's, not part of it
     words = value.split()
-    while words and words[0].lower().strip("'’") in STOPWORDS:
+    while words and _contracted(words[0].lower().strip("'’")) in STOPWORDS:
         words = words[1:]
     while words and words[-1].lower() in STOPWORDS:
         words = words[:-1]
     return " ".join(words)
+
+
+def _contracted(word: str) -> str:
+    """A contraction's first word ("I'll" → "i", "here's" → "here"); any other word as is."""
+    match = _CONTRACTION.fullmatch(word)
+    return word if match is None else match.group(1)
 
 
 def must_preserve(text: str) -> list[str]:

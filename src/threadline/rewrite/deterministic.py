@@ -1,7 +1,10 @@
 """The rewriter that needs no model: it puts the nouns back and carries the anchors.
 
-A follow-up that already names what it is about (a name or identifier, and no pronoun or other
-pointer back) is left alone. Otherwise:
+A follow-up that asks nothing ("continue", "make it shorter"; "Can you simplify the code?" asks
+for work on what is at hand, not for information) or that already names what it is about (a
+name or identifier, and no pronoun or other pointer back) is left alone. The history is read as
+prose (``rewrite.prose``: code left out; capitals that only start a passage's sentences are no
+names). Otherwise:
 
 - personal pronouns become the conversation's topic (the first name its opening message
   gives); "they" in a conversation about a person becomes the subject of the last answer;
@@ -33,6 +36,7 @@ from threadline.rewrite.anchors import (
     time_anchors,
 )
 from threadline.rewrite.ellipsis import fill, has_gap
+from threadline.rewrite.prose import as_prose, named_capitals
 from threadline.rewrite.salience import (
     Phrase,
     PhraseFinder,
@@ -55,8 +59,27 @@ _SUBJECT = re.compile(r"^\W*([A-Z][\w'’\-.]*(?:\s+(?:(?:and|of|the|de|van|von|
                       r"[A-Z][\w'’\-.]*)*)")
 _NON_ANSWER = re.compile(r"\W*(i don'?t know|unknown|no answer|cannotanswer|not sure)\b",
                         re.IGNORECASE)
-_QUOTED = re.compile(r'("[^"]*"|“[^”]*”)')
+_QUOTED = re.compile(r'("[^"]*"|“[^”]*”|```.*?(?:```|$)|`[^`\n]+`)', re.DOTALL)  # and code
 _CARRIED_FROM_ANSWER = 3  # names from the last answer that travel with a follow-up
+# a message longer than this is a passage (a pasted prompt, a long reply), not a question:
+# only its first few names travel (``prose`` says what else changes for passages)
+PASSAGE_WORDS = 40
+_NAME_WORDS = 8  # a longer run of capitalised words is title-cased text, not a name
+# a definite noun phrase points back ("Was the album a success?")
+_DEFINITE = re.compile(r"\b(the|this|that|these|those)\s+\w", re.IGNORECASE)
+# a question, by its mark, a question word among its first three, or its first word ("in
+# what year", "did they win", "tell me more", "anything else")
+_ASKS = re.compile(r"\?|^\W*(?:[\w'’-]+\W+){0,2}?(what|who|whom|whose|when|where|why|how|which)"
+                   r"\b|^\W*(is|are|was|were|do|does|did|can|could|would|should|will|has|have|"
+                   r"had|any|anything|tell|describe|explain|compare|define|name)\b",
+                   re.IGNORECASE)
+# a request for work on what is at hand ("Can you simplify the code so it still works?"):
+# its "it" is the reply or the work, which retrieval needs no name for; a request to be told
+# something is a question ("Can you tell me more about it?")
+_WORK = re.compile(r"(?:^|[.!?]\s+)\W*(?:(?:ok|okay|so|now|and|also|great|thanks|please)\W+)*"
+                   r"(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?(?!(?:tell|explain|"
+                   r"describe|elaborate|provide|give|name|list|share|compare|define)\b)[a-z]",
+                   re.IGNORECASE)
 _IT = re.compile(r"\b(it|its|this)\b", re.IGNORECASE)
 _THEY = re.compile(r"\b(they|them|their)\b", re.IGNORECASE)
 # "it" that points at nothing: "is it possible to", "it is raining"
@@ -98,8 +121,11 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
     it, only the opening topic and the last turn's names are used (the rule path before)."""
     if not history:
         return text
-    if not POINTERS.search(text) and names(text[1:]) and not (follow and has_gap(text)):
-        return text  # already names what it is about
+    if not _ASKS.search(text) or _WORK.search(text) or (
+            not POINTERS.search(text) and names(text[1:]) and not (follow and has_gap(text))):
+        return text  # asks nothing ("continue", "make it shorter"), or names what it is about
+    named = named_capitals([*(t.text for t in history), text])
+    history = [Turn(t.role, as_prose(t.text, named, passage=PASSAGE_WORDS)) for t in history]
     salience = conversation_salience(history, phrases or default_phrases()) if follow else None
     opening = next((t.text for t in history if t.role == "user"), history[0].text)
     topics = names(opening)
@@ -124,7 +150,8 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
     if _MORE.search(text) and last_answer and len(last_answer.split()) <= 8 \
             and not _NON_ANSWER.match(last_answer):
         out = out.rstrip(" ?.!") + f" besides {last_answer.strip(' .')}" + end
-    carried = _carry(out, text, [*focus, *topics], last_question, last_answer)
+    carried = _carry(out, text, [*focus, *_first_names(opening, topics)], last_question,
+                     last_answer)
     if carried:
         out = out.rstrip(" ?.!") + " (" + ", ".join(carried) + ")" + end
     return out
@@ -287,7 +314,8 @@ def _resolve_words(text: str, topic: str, plural: str | None, named: bool,
 def _carry(out: str, text: str, topics: list[str], last_question: str,
            last_answer: str) -> list[str]:
     """Anchors of the antecedent that the rewrite does not have yet, in order."""
-    candidates = [*topics, *names(last_question), *names(last_answer)[:_CARRIED_FROM_ANSWER],
+    candidates = [*topics, *_first_names(last_question, names(last_question)),
+                  *names(last_answer)[:_CARRIED_FROM_ANSWER],
                   *sections(last_question), *sections(last_answer)]
     times = time_anchors(last_question) + time_anchors(last_answer)
     candidates += times[:1]
@@ -298,11 +326,19 @@ def _carry(out: str, text: str, topics: list[str], last_question: str,
     have = content_words(out)
     carried: list[str] = []
     for candidate in candidates:
+        if len(candidate.split()) > _NAME_WORDS:
+            continue  # title-cased text ("Website Development Services Professional …")
         words = content_words(candidate) or {candidate.casefold()}
         if not words <= have:
             carried.append(candidate)
             have |= words
     return carried
+
+
+def _first_names(text: str, found: list[str]) -> list[str]:
+    """The names ``found`` in ``text`` that travel: all of a question's, the first few of a
+    passage's."""
+    return found if len(text.split()) <= PASSAGE_WORDS else found[:_CARRIED_FROM_ANSWER]
 
 
 def _year_before(anchor: str) -> str | None:
