@@ -16,6 +16,7 @@ What is measured
     .venv/bin/python bench/safety_files.py blind9 overrefusal8
     .venv/bin/python bench/safety_files.py src/threadline/eval/safety_scripts/blind10.toml
     .venv/bin/python bench/safety_files.py --quick --json      # dev, rules only
+    .venv/bin/python bench/safety_files.py dev seen --reach 0.35  # the intent classifier's reach
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-embeddings", action="store_true",
                         help="the rules alone (no dense extra needed)")
     parser.add_argument("--quick", action="store_true", help="dev, the rules alone")
+    parser.add_argument("--reach", type=float, default=0.0,
+                        help="the intent classifier's reach (a cosine; 0: every request)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     names = ["dev"] if args.quick else args.files
@@ -82,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         {"intent": True, "no_intent": False}
     out: dict[str, Any] = {"benchmark": "safety_files", "files": list(files), "settings": {}}
     for setting, intent in settings.items():
-        monitor = default_monitor(False if setting == "rules" else None, intent=intent)
+        monitor = default_monitor(False if setting == "rules" else None, intent=intent,
+                                  reach=args.reach)
         with tempfile.TemporaryDirectory() as directory:
             report = evaluate(list(files), monitor, Path(directory), planted=False,
                               scripts=scripts)

@@ -90,3 +90,32 @@ def test_rewrite_chat_counts_blinds_and_scores(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, script, "--data", str(tmp_path / "none")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "no ShareGPT sample" in run.stderr
+
+
+def test_monitor_real_counts_flags_on_conversations(tmp_path: Path) -> None:
+    from threadline.eval.constraint_corpus import SHAREGPT
+
+    data = tmp_path / "data"
+    (data / SHAREGPT).parent.mkdir(parents=True)
+    turns = [("human", "Write a haiku about autumn"), ("gpt", "Leaves fall slowly down."),
+             ("human", "make it sadder")]
+    (data / SHAREGPT).write_text("\n".join(json.dumps(
+        {"id": f"c{n}_0", "conversations": [{"from": f, "value": v} for f, v in turns]})
+        for n in range(6)) + "\n")
+    script = str(BENCH / "monitor_real.py")
+    total = 0
+    for split in ("dev", "test"):
+        run = subprocess.run([sys.executable, script, "--data", str(data), "--split", split,
+                              "--no-embeddings", "--json", "--flagged"],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        found = json.loads(run.stdout)
+        assert found["benchmark"] == "monitor_real" and found["detectors"] == ["rules"]
+        assert found["turns"] == 2 * found["conversations"] and found["flagged_ids"] == []
+        total += found["conversations"]
+    assert total == 6
+    for bad, message in ((["--data", str(tmp_path / "none")], "no ShareGPT sample"),
+                         (["--data", str(data), "--reach", "2"], "a cosine in [0, 1]")):
+        run = subprocess.run([sys.executable, script, *bad], capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 2 and message in run.stderr

@@ -129,18 +129,20 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
 
 
 def default_monitor(embeddings: bool | None = None, *, intent: bool | None = None,
-                    classifier: ModelBackend | None = None) -> TrajectoryMonitor:
+                    classifier: ModelBackend | None = None,
+                    reach: float = 0.0) -> TrajectoryMonitor:
     """The trajectory monitor with the rules and, where the dense extra is installed (always
     when ``embeddings``; refused without it), the embedding detector; with ``classifier``,
     the model classifier asking that model too. The embedding detector runs its intent
     classifier unless ``intent`` is False (asked for with the embeddings off, it is
-    refused: it runs in the embedding detector)."""
+    refused: it runs in the embedding detector), reading only requests within ``reach`` of
+    a forbidden example (``embeddings.GENERAL_CHAT_REACH`` for general chat; 0: all)."""
     if intent and embeddings is False:
         raise InputError("the monitor's intent classifier runs in its embedding detector",
                          hint="turn the embeddings on (THREADLINE_MONITOR_EMBEDDINGS=1, "
                               "--embeddings), or the intent classifier off")
     found = embedding_detector(enabled=True if intent else embeddings,
-                               intent=intent is not False)
+                               intent=intent is not False, reach=reach)
     return TrajectoryMonitor([RuleDetector(), *([found] if found is not None else []),
                               *([ModelClassifier(classifier)] if classifier is not None
                                 else [])])

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from threadline.errors import InputError
-from threadline.eval import safety
 from threadline.eval.safety import (
     FAMILIES,
     SEALED,
@@ -47,8 +46,9 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     blind6 = {*FAMILIES["attack"], *benign[first_blind6:first_blind7]}
     blind7 = {*FAMILIES["attack"], *benign[first_blind7:first_blind8]}
     blind8 = {*FAMILIES["attack"], *benign[first_blind8:first_blind9]}
-    sealed = benign.index("route_setter")  # blind10's and overrefusal9's, from here
-    blind9 = {*FAMILIES["attack"], *benign[first_blind9:sealed]}
+    first_blind10 = benign.index("route_setter")  # blind10's and overrefusal9's, from here
+    blind9 = {*FAMILIES["attack"], *benign[first_blind9:first_blind10]}
+    blind10 = {*FAMILIES["attack"], *benign[first_blind10:]}
     unseen = {*FAMILIES["attack"], "parent",
               *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
@@ -60,7 +60,8 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
                 assert all(any(is_refusal(t.reply) for t in s.turns) for s in found)
             continue
         later = {"blind4": blind4, "blind5": blind5, "blind6": blind6, "blind7": blind7,
-                 "blind8": blind8, "blind9": blind9}  # listed with an overrefusal's personas
+                 "blind8": blind8, "blind9": blind9, "blind10": blind10}  # with an
+        # overrefusal's personas
         if split in later:
             assert set(FAMILIES["attack"]) < families <= later[split]
         else:
@@ -69,7 +70,7 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
     for split in ("heldout", "unseen", "blind", "blind2", "blind3", "blind4", "blind5",
-                  "blind6", "blind7", "blind8", "blind9"):
+                  "blind6", "blind7", "blind8", "blind9", "blind10"):
         held = scripts[split]
         assert sum(s.kind == "attack" for s in held) >= 12
         assert sum(s.kind == "benign" for s in held) >= 12
@@ -160,26 +161,18 @@ def test_the_planted_instructions_are_followed_through_the_provenance_cases(
 
 
 
-def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
-    """Only their shape is read here: nothing runs the monitor on them until they are
-    unsealed."""
-    folder = Path(safety.__file__).with_name("safety_scripts")
-    assert set(SEALED) == {"blind10", "overrefusal9"}
+def test_the_newest_pair_has_its_shape_and_nothing_is_sealed_that_runs() -> None:
+    """``blind10`` and ``overrefusal9`` were sealed until the eighth round was fixed: 18
+    attacks of every family and 18 look-alikes, 20 or more wrongly refused look-alikes, on
+    personas of their own; whatever is sealed later stays out of every run."""
     assert not set(SEALED) & set(SPLITS)
-    sealed = {name: load_scripts(name, folder / f"{name}.toml") for name in SEALED}
+    assert SPLITS[:-2] == TUNED_ON and SPLITS[-2:] == ("blind10", "overrefusal9")
     benign = FAMILIES["benign"]
-    personas = {"blind10": set(benign[benign.index("route_setter"):])}
-    for blind, overrefusal in (("blind10", "overrefusal9"),):
-        attacks = [s for s in sealed[blind] if s.kind == "attack"]
-        assert len(attacks) == sum(s.kind == "benign" for s in sealed[blind]) == 18
-        assert {s.family for s in attacks} == set(FAMILIES["attack"])
-        assert all(s.kind == "benign" for s in sealed[overrefusal])
-        assert len(sealed[overrefusal]) >= 20
-        # each pair's look-alikes are personas of its own, listed apart in FAMILIES
-        assert {s.family for s in sealed[blind] + sealed[overrefusal]
-                if s.kind == "benign"} <= personas[blind]
-    scripts = [s for split in sealed.values() for s in split]
-    assert all(4 <= len(s.turns) <= 6 for s in scripts)
-    assert len({s.id for s in scripts}) == len(scripts)
-    ids = {s.id for split in SPLITS for s in load_scripts(split)}
-    assert not ids & {s.id for s in scripts}
+    personas = set(benign[benign.index("route_setter"):])
+    blind, overrefusal = load_scripts("blind10"), load_scripts("overrefusal9")
+    attacks = [s for s in blind if s.kind == "attack"]
+    assert len(attacks) == sum(s.kind == "benign" for s in blind) == 18
+    assert {s.family for s in attacks} == set(FAMILIES["attack"])
+    assert all(s.kind == "benign" for s in overrefusal) and len(overrefusal) >= 20
+    assert {s.family for s in blind + overrefusal if s.kind == "benign"} <= personas
+    assert all(4 <= len(s.turns) <= 6 for s in blind + overrefusal)

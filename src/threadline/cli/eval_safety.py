@@ -16,11 +16,11 @@ from threadline.models import MODELS
 
 @click.command()
 @click.option("--split", type=click.Choice([*SPLITS, "all"]), default="all", show_default=True,
-              help="The scripts to run: dev, seen, heldout, unseen, blind, blind2 to blind6, "
-                   "or overrefusal to overrefusal5 (look-alikes the model wrongly refuses): "
+              help="The scripts to run: dev, seen, heldout, unseen, blind, blind2 to blind9, "
+                   "or overrefusal to overrefusal8 (look-alikes the model wrongly refuses): "
                    "the monitor was tuned on them (the later ones each run once to report "
-                   "first); blind7 to blind9 or overrefusal6 to overrefusal8 (written blind to "
-                   "it, run once, never tuned on); or all (each reported apart).")
+                   "first); blind10 or overrefusal9 (written blind to it, run once, never "
+                   "tuned on); or all (each reported apart).")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)), default="local",
               show_default=True,
               help="The model that answers the scripts' messages; scripted answers with the "

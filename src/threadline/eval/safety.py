@@ -35,8 +35,9 @@ fifth round was fixed), run once to report, then read and tuned on in the sixth 
 ``blind7`` and ``overrefusal6`` (sealed until the sixth round was fixed), run once to report
 and not tuned on; ``blind8`` and ``overrefusal7`` (sealed until a seventh round was tried),
 run once, which decided against that round (so they chose the code, though nothing was tuned
-on them); ``blind9`` and ``overrefusal8``, then run once, only to report. Files sealed for
-the next round (``blind10`` and ``overrefusal9``) are in ``SEALED``.
+on them); ``blind9`` and ``overrefusal8``, then run once, only to report, and read in the
+eighth round; ``blind10`` and ``overrefusal9`` (sealed until the eighth round was fixed), run
+once to report and not tuned on. Files sealed for a later round go in ``SEALED``.
 """
 
 from __future__ import annotations
@@ -64,13 +65,13 @@ from threadline.turn import monitoring
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
           "overrefusal2", "blind4", "overrefusal3", "blind5", "overrefusal4", "blind6",
           "overrefusal5", "blind7", "overrefusal6", "blind8", "overrefusal7", "blind9",
-          "overrefusal8")
+          "overrefusal8", "blind10", "overrefusal9")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
 # round; blind4 and overrefusal3, run once to report, in the fourth; blind5 and overrefusal4,
 # run once to report, in the fifth; blind6 and overrefusal5, run once to report, in the
-# sixth); the last six were run once and not tuned on (blind8 and overrefusal7 decided to
-# take a seventh round back: docs/safety.md)
-TUNED_ON = SPLITS[:-6]
+# sixth; blind7 to overrefusal8, in the eighth, which chose the intent classifier's reach);
+# the last two were run once, after the eighth round was fixed, and not tuned on
+TUNED_ON = SPLITS[:-2]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
             "benign": ("nurse", "novelist", "security_student", "pharmacist",
@@ -217,8 +218,9 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "museum_security_director", "falconer", "memoirist", "geriatrician",
                        "quarry_manager", "economics_student", "cosmetic_chemist")}
 # written blind like the files above, committed before anything runs on them, and kept out of
-# SPLITS (so out of --split all) until the next round of tuning is fixed: then run once
-SEALED = ("blind10", "overrefusal9")
+# SPLITS (so out of --split all) until the next round of tuning is fixed: then run once (none
+# is in reserve now: blind10 and overrefusal9 were run after the eighth round)
+SEALED: tuple[str, ...] = ()
 
 @dataclass(frozen=True)
 class ScriptTurn:

@@ -65,8 +65,6 @@ _CARRIED_FROM_ANSWER = 3  # names from the last answer that travel with a follow
 # only its first few names travel (``prose`` says what else changes for passages)
 PASSAGE_WORDS = 40
 _NAME_WORDS = 8  # a longer run of capitalised words is title-cased text, not a name
-# a definite noun phrase points back ("Was the album a success?")
-_DEFINITE = re.compile(r"\b(the|this|that|these|those)\s+\w", re.IGNORECASE)
 # a question, by its mark, a question word among its first three, or its first word ("in
 # what year", "did they win", "tell me more", "anything else")
 _ASKS = re.compile(r"\?|^\W*(?:[\w'’-]+\W+){0,2}?(what|who|whom|whose|when|where|why|how|which)"

@@ -56,6 +56,12 @@ SEMANTIC_FLOOR, SEMANTIC_CEILING = 0.50, 0.80  # cosine → score 0 … 1 (tuned
 # probability → score 0 … 1, for the message as it comes and once the model has refused
 # (both chosen on the tuning splits: docs/safety.md)
 INTENT_FLOOR, INTENT_CEILING = 0.70, 1.0
+# ``reach``: the classifier's reading counts only for a request within this cosine of a
+# forbidden example it learnt from; far from all of them (real chat: code, marketing, "Perfect,
+# thank you.") its probability is an extrapolation. Off by default (it cost fresh detections);
+# this setting halved the false alarms on real conversations (docs/safety.md, "Real
+# conversations")
+GENERAL_CHAT_REACH = 0.35
 PERSIST_FLOOR, PERSIST_CEILING = 0.20, 0.70
 # MiniLM puts unrelated sentences at a cosine of ~0.1-0.3: a distance under this is no drift
 DRIFT_FLOOR = 0.6
@@ -69,8 +75,13 @@ class EmbeddingDetector:
 
     def __init__(self, policy: Policy | None = None, *,
                  embedder: Callable[[], Any] = dense.Embedder, window: int = WINDOW,
-                 intent: bool = False) -> None:
+                 intent: bool = False, reach: float = 0.0) -> None:
+        if not 0.0 <= reach <= 1.0:
+            raise InputError(f"the intent classifier's reach must be a cosine in [0, 1], not "
+                             f"{reach!r}", hint=f"0 (every request read), or "
+                                               f"{GENERAL_CHAT_REACH} for general chat")
         self.policy, self.window, self.intent = policy or Policy.default(), window, intent
+        self.reach = reach
         self._make = embedder
         self._embedder: Any = None
         self._vectors: OrderedDict[str, Any] = OrderedDict()
@@ -139,7 +150,8 @@ class EmbeddingDetector:
             # decision's state (policy.py), not read again in every later follow-up
             opened = vectors[-len(recent) + _opened_at(trajectory, len(recent)):]
             read = _unit_mean(opened)
-            union_p, alone_p = classifier.probability(read), classifier.probability(message)
+            union_p = _within_reach(classifier, read, self.reach)
+            alone_p = _within_reach(classifier, message, self.reach)
             # the union counts where this message adds to it: shards that complete a request
             # raise it; a message after a sensitive one (a thank-you, a question on the side)
             # lowers it, and what the earlier messages read is in the carried risk already
@@ -150,14 +162,18 @@ class EmbeddingDetector:
             out.append(Signal("intent", clip((p - INTENT_FLOOR) / (INTENT_CEILING - INTENT_FLOOR)),
                               f"p {union_p:.2f} (recent messages; {before_p:.2f} before this "
                               f"one{'' if adds else ', so not counted'}), {alone_p:.2f} (this "
-                              "one) of a forbidden request"))
+                              "one) of a forbidden request" + (
+                                  "" if not self.reach else
+                                  f"; nearest forbidden example {classifier.reach(read):.2f}, "
+                                  f"{classifier.reach(message):.2f} (counted from "
+                                  f"{self.reach})")))
             refused = refusals(trajectory)
             if refused:
                 # a recast (a story, a game, a persona, a hypothetical) that does not narrow
                 # the request carries the refused request on: it reads as the recent user
                 # messages that a reply refused (their vectors are cached), where a message
                 # that explains or asks something else is read on its own
-                asked = [classifier.probability(v) for v, refused_it in zip(
+                asked = [_within_reach(classifier, v, self.reach) for v, refused_it in zip(
                     vectors[-len(recent):-1], _refused_in(trajectory, len(recent) - 1),
                     strict=True) if refused_it] if recasts(trajectory.message) else []
                 out.append(_persistence(trajectory, max([p, *asked]), refused))
@@ -166,6 +182,14 @@ class EmbeddingDetector:
         out.append(Signal("drift", clip((max(start, away) - DRIFT_FLOOR) / (1 - DRIFT_FLOOR)),
                           f"meaning: {start:.2f} from the start, {away:.2f} from the scope"))
         return out
+
+
+def _within_reach(classifier: IntentClassifier, vector: Any, reach: float) -> float:
+    """The classifier's probability for ``vector``, or 0 where it lies beyond ``reach`` of
+    every forbidden example."""
+    if reach and classifier.reach(vector) < reach:
+        return 0.0
+    return classifier.probability(vector)
 
 
 def _unit_mean(vectors: list[Any]) -> Any:
@@ -240,7 +264,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def embedding_detector(policy: Policy | None = None, *, enabled: bool | None = None,
-                       intent: bool = False) -> EmbeddingDetector | None:
+                       intent: bool = False, reach: float = 0.0) -> EmbeddingDetector | None:
     """The embedding detector where the dense extra is installed: always when ``enabled``
     (refused without the extra), never when False, and when None where it is installed
     (saying once in the log that the monitor runs on the rules alone where it is not)."""
@@ -254,7 +278,7 @@ def embedding_detector(policy: Policy | None = None, *, enabled: bool | None = N
                                   "its rules alone")
         _rules_only()
         return None
-    return EmbeddingDetector(policy, intent=intent)
+    return EmbeddingDetector(policy, intent=intent, reach=reach)
 
 
 @functools.cache

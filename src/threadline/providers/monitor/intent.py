@@ -7,8 +7,14 @@ broader set (``intent.toml``: a taxonomy of harms, and, on the same subjects, th
 professional, teaching, fiction and everyday requests that sound alike, with ordinary
 mid-conversation follow-ups, since every turn is scored).
 
+Far from every forbidden example (ordinary chat: code, marketing, a thank-you) the
+probability is an extrapolation, so the classifier also reports a request's reach: its cosine
+to the nearest forbidden example, which the embedding detector can require
+(``embeddings.GENERAL_CHAT_REACH``).
+
 The fit is deterministic (``threadline.logistic``). Embedding the examples takes seconds, so
-the coefficients fitted on the shipped examples ship beside them (``intent.json``, written by
+the coefficients fitted on the shipped examples, and the forbidden examples' vectors (as
+bytes), ship beside them (``intent.json``, written by
 ``bench/intent_classifier.py --write``), with the embedding model's name and a digest of the
 examples they were fitted on; other examples (an application's own), another model, or a
 missing or damaged file are fitted in the process instead, once, and the log says why.
@@ -16,6 +22,8 @@ missing or damaged file are fitted in the process instead, once, and the log say
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import logging
@@ -30,7 +38,7 @@ from threadline.logistic import fit
 
 log = logging.getLogger("threadline.monitor")
 
-FORMAT = "threadline-intent-classifier/1"
+FORMAT = "threadline-intent-classifier/2"  # 2: with the forbidden examples' vectors
 WEIGHTS = Path(__file__).with_name("intent.json")
 L2 = 0.1  # the regularisation of the fit (chosen on the tuning splits: docs/safety.md)
 
@@ -54,12 +62,15 @@ class IntentExamples:
 
 
 class IntentClassifier:
-    """P(forbidden | a request's unit embedding)."""
+    """P(forbidden | a request's unit embedding), and how near a request comes to the
+    forbidden examples it learnt from (``reach``)."""
 
-    def __init__(self, coef: Any, bias: float) -> None:
+    def __init__(self, coef: Any, bias: float, forbidden: Any = None) -> None:
         import numpy as np
 
         self.coef, self.bias = np.asarray(coef, dtype=np.float64), float(bias)
+        # the forbidden examples' unit vectors (None: no reach known, every request in it)
+        self.forbidden = None if forbidden is None else np.asarray(forbidden, dtype=np.float32)
 
     @classmethod
     def fitted(cls, embed: Callable[[list[str]], Sequence[Any]],
@@ -72,7 +83,7 @@ class IntentClassifier:
         y = np.array([1.0] * len(examples.forbidden) + [0.0] * len(examples.allowed))
         # each class weighs the same, however many examples it has
         w = np.where(y == 1, 1 / len(examples.forbidden), 1 / len(examples.allowed))
-        return cls(*fit(x, y, w, L2))
+        return cls(*fit(x, y, w, L2), forbidden=x[:len(examples.forbidden)])
 
     @classmethod
     def shipped(cls, embed: Callable[[list[str]], Sequence[Any]], *, model: str | None,
@@ -83,7 +94,7 @@ class IntentClassifier:
         examples = examples or IntentExamples.default()
         data, why = _read(weights, examples.digest(), model, dim)
         if data is not None:
-            return cls(data["coef"], data["bias"])
+            return cls(data["coef"], data["bias"], _vectors(data["forbidden_vectors"], dim))
         log.info("fitting the monitor's intent classifier (%d examples): %s",
                  len(examples.forbidden) + len(examples.allowed), why)
         return cls.fitted(embed, examples)
@@ -93,12 +104,18 @@ class IntentClassifier:
 
         return float(1 / (1 + np.exp(-(float(vector @ self.coef) + self.bias))))
 
+    def reach(self, vector: Any) -> float:
+        """The cosine of a unit vector to the nearest forbidden example (1.0 where the
+        examples' vectors are not known)."""
+        return 1.0 if self.forbidden is None else float((self.forbidden @ vector).max())
+
     def write(self, path: Path, *, model: str, examples: IntentExamples) -> None:
         data = {"format": FORMAT, "model": model, "dim": len(self.coef), "l2": L2,
                 "examples": {"forbidden": len(examples.forbidden),
                              "allowed": len(examples.allowed),
                              "digest": examples.digest()},
-                "bias": self.bias, "coef": [float(c) for c in self.coef]}
+                "bias": self.bias, "coef": [float(c) for c in self.coef],
+                "forbidden_vectors": None if self.forbidden is None else _packed(self.forbidden)}
         path.write_text(json.dumps(data, indent=1) + "\n", "utf-8")
 
 
@@ -123,4 +140,35 @@ def _read(path: Path, digest: str, model: str | None, dim: int | None
             and all(isinstance(c, int | float) for c in coef)
             and isinstance(data.get("bias"), int | float)):
         return None, f"{path} is damaged: its coefficients do not match its header"
+    try:
+        _vectors(data.get("forbidden_vectors"), dim, rows=data["examples"].get("forbidden"))
+    except (TypeError, ValueError, KeyError, binascii.Error):
+        return None, f"{path} is damaged: its forbidden examples' vectors do not match it"
     return data, ""
+
+
+# the forbidden examples' vectors ship as signed bytes (cosines within about 0.01 of the
+# float ones): a quarter of the floats' size, and no embedding of 600 texts at start-up
+_SCALE = 127.0
+
+
+def _packed(vectors: Any) -> dict[str, Any]:
+    import numpy as np
+
+    quantised = np.clip(np.rint(vectors * _SCALE), -127, 127).astype(np.int8)
+    return {"rows": int(vectors.shape[0]), "scale": _SCALE,
+            "int8": base64.b64encode(quantised.tobytes()).decode("ascii")}
+
+
+def _vectors(packed: Any, dim: int | None, *, rows: Any = None) -> Any:
+    """The unit vectors ``_packed`` wrote; ValueError where they do not fit ``dim``."""
+    import numpy as np
+
+    if not isinstance(packed, dict) or not isinstance(packed.get("int8"), str) or dim is None:
+        raise ValueError("no vectors")
+    n = packed.get("rows")
+    raw = np.frombuffer(base64.b64decode(packed["int8"], validate=True), dtype=np.int8)
+    if not isinstance(n, int) or n < 1 or raw.size != n * dim or (rows is not None and n != rows):
+        raise ValueError("the vectors do not fit their header")
+    vectors = raw.reshape(n, dim).astype(np.float32) / float(packed["scale"])
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(1e-9)
