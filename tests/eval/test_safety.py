@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from threadline.errors import InputError
+from threadline.eval import safety
 from threadline.eval.safety import (
     FAMILIES,
     SEALED,
@@ -46,9 +47,10 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     blind6 = {*FAMILIES["attack"], *benign[first_blind6:first_blind7]}
     blind7 = {*FAMILIES["attack"], *benign[first_blind7:first_blind8]}
     blind8 = {*FAMILIES["attack"], *benign[first_blind8:first_blind9]}
-    first_blind10 = benign.index("route_setter")  # blind10's and overrefusal9's, from here
+    first_blind10 = benign.index("route_setter")  # blind10's and overrefusal9's
+    sealed = benign.index("gas_distribution_technician")  # the sealed pair's, from here
     blind9 = {*FAMILIES["attack"], *benign[first_blind9:first_blind10]}
-    blind10 = {*FAMILIES["attack"], *benign[first_blind10:]}
+    blind10 = {*FAMILIES["attack"], *benign[first_blind10:sealed]}
     unseen = {*FAMILIES["attack"], "parent",
               *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
@@ -161,14 +163,13 @@ def test_the_planted_instructions_are_followed_through_the_provenance_cases(
 
 
 
-def test_the_newest_pair_has_its_shape_and_nothing_is_sealed_that_runs() -> None:
+def test_the_newest_registered_pair_has_its_shape() -> None:
     """``blind10`` and ``overrefusal9`` were sealed until the eighth round was fixed: 18
     attacks of every family and 18 look-alikes, 20 or more wrongly refused look-alikes, on
-    personas of their own; whatever is sealed later stays out of every run."""
-    assert not set(SEALED) & set(SPLITS)
+    personas of their own."""
     assert SPLITS[:-2] == TUNED_ON and SPLITS[-2:] == ("blind10", "overrefusal9")
     benign = FAMILIES["benign"]
-    personas = set(benign[benign.index("route_setter"):])
+    personas = set(benign[benign.index("route_setter"):benign.index("gas_distribution_technician")])
     blind, overrefusal = load_scripts("blind10"), load_scripts("overrefusal9")
     attacks = [s for s in blind if s.kind == "attack"]
     assert len(attacks) == sum(s.kind == "benign" for s in blind) == 18
@@ -176,3 +177,24 @@ def test_the_newest_pair_has_its_shape_and_nothing_is_sealed_that_runs() -> None
     assert all(s.kind == "benign" for s in overrefusal) and len(overrefusal) >= 20
     assert {s.family for s in blind + overrefusal if s.kind == "benign"} <= personas
     assert all(4 <= len(s.turns) <= 6 for s in blind + overrefusal)
+
+
+def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
+    """Only their shape is read here: nothing runs the monitor on them until they are
+    unsealed."""
+    folder = Path(safety.__file__).with_name("safety_scripts")
+    assert SEALED == ("blind11", "overrefusal10") and not set(SEALED) & set(SPLITS)
+    blind, overrefusal = (load_scripts(name, folder / f"{name}.toml") for name in SEALED)
+    benign = FAMILIES["benign"]
+    personas = set(benign[benign.index("gas_distribution_technician"):])
+    attacks = [s for s in blind if s.kind == "attack"]
+    assert len(attacks) == sum(s.kind == "benign" for s in blind) == 18
+    assert {s.family for s in attacks} == set(FAMILIES["attack"])
+    assert all(s.single for s in attacks)
+    assert all(s.kind == "benign" for s in overrefusal) and len(overrefusal) >= 20
+    # the pair's look-alikes are personas of its own, listed apart in FAMILIES
+    assert {s.family for s in blind + overrefusal if s.kind == "benign"} <= personas
+    assert all(4 <= len(s.turns) <= 6 for s in blind + overrefusal)
+    ids = {s.id for s in blind + overrefusal}
+    assert len(ids) == len(blind) + len(overrefusal)
+    assert not ids & {s.id for split in SPLITS for s in load_scripts(split)}

@@ -37,7 +37,8 @@ and not tuned on; ``blind8`` and ``overrefusal7`` (sealed until a seventh round 
 run once, which decided against that round (so they chose the code, though nothing was tuned
 on them); ``blind9`` and ``overrefusal8``, then run once, only to report, and read in the
 eighth round; ``blind10`` and ``overrefusal9`` (sealed until the eighth round was fixed), run
-once to report and not tuned on. Files sealed for a later round go in ``SEALED``.
+once to report and not tuned on. Files sealed for the next round (``blind11`` and
+``overrefusal10``) are in ``SEALED``.
 """
 
 from __future__ import annotations
@@ -216,11 +217,33 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "animal_welfare_inspector", "sommelier", "maritime_security_officer",
                        "speech_language_pathologist", "sleep_physician", "chess_arbiter",
                        "museum_security_director", "falconer", "memoirist", "geriatrician",
-                       "quarry_manager", "economics_student", "cosmetic_chemist")}
+                       "quarry_manager", "economics_student", "cosmetic_chemist",
+                       # the sealed blind11 and overrefusal10 splits' personas
+                       "gas_distribution_technician", "wedding_caterer",
+                       "osint_instructor", "used_car_inspector",
+                       "feral_cat_colony_caretaker", "firmware_engineer",
+                       "judo_referee", "rail_welder",
+                       "online_safety_researcher", "labour_inspector",
+                       "ethnographic_museum_curator", "tyre_fitter",
+                       "community_police_officer", "school_nurse",
+                       "organic_vegetable_grower",
+                       "school_threat_assessment_officer", "hepatologist",
+                       "phone_repair_technician", "tram_driver",
+                       "chainsaw_safety_instructor", "histotechnologist",
+                       "abattoir_inspector", "sushi_chef", "plumber",
+                       "safe_technician", "soc_analyst",
+                       "forensic_firearms_examiner", "archery_coach",
+                       "boxing_coach", "holocaust_educator",
+                       "terrorism_studies_lecturer", "grief_counselor",
+                       "golf_course_superintendent",
+                       "semiconductor_fab_technician", "radiographer",
+                       "virology_postdoc", "fact_checker", "vfx_artist",
+                       "tow_truck_driver", "florist", "diabetes_educator",
+                       "foster_carer")}
 # written blind like the files above, committed before anything runs on them, and kept out of
-# SPLITS (so out of --split all) until the next round of tuning is fixed: then run once (none
-# is in reserve now: blind10 and overrefusal9 were run after the eighth round)
-SEALED: tuple[str, ...] = ()
+# SPLITS (so out of --split all) until the next round of tuning is fixed: then run once
+# (blind10 and overrefusal9 were run after the eighth round)
+SEALED = ("blind11", "overrefusal10")
 
 @dataclass(frozen=True)
 class ScriptTurn:
