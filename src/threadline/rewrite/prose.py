@@ -32,6 +32,7 @@ _SHOUTED = re.compile(r"(?<![\w'’\-])[A-Z]{2,}(?![\w'’\-])")  # "BUT", "AND"
 _NEXT_CAPITALISED = re.compile(r"[ \t]+[A-Z]")
 _STARTS_AFTER = set(".!?:;\n\"“—*#•>|")  # what ends a sentence or opens a line or list item
 _NUMBERED = re.compile(r"(?:^|\n)[ \t]*\(?\d{1,3}[.)]$")
+_LOOK_BACK = 64  # characters before a word that say whether it starts a line or sentence
 
 
 def without_code(text: str) -> str:
@@ -41,9 +42,10 @@ def without_code(text: str) -> str:
 
 
 def _starts(text: str, at: int) -> bool:
-    before = text[:at].rstrip(" \t")
+    window = text[max(0, at - _LOOK_BACK):at]  # bounded: a long passage has many capitals
+    before = window.rstrip(" \t")
     return not before or before[-1] in _STARTS_AFTER or bool(_NUMBERED.search(before)) or (
-        before[-1] == "-" and len(before) < at)  # a "- " list item, not "well-Known"
+        before[-1] == "-" and len(before) < len(window))  # a "- " item, not "well-Known"
 
 
 def named_capitals(texts: Iterable[str]) -> frozenset[str]:

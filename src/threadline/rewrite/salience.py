@@ -63,6 +63,7 @@ _DEFINITE = _words("the this that these those its their his her")
 _CONTINUES = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b", re.IGNORECASE)
 ABOUT_FRAMES = re.compile(
     r"\b(?:about|is|are|was|were|on|regarding|called|named|of)\s*$", re.IGNORECASE)
+_FRAME_REACH = 64  # characters before a phrase where its frame can be
 _WORD = re.compile(r"[A-Za-z0-9][\w'’\-]*")
 # words a question uses as verbs or modifiers, not nouns (a phrase is cut at them)
 NOT_NOUNS = _words("""
@@ -136,10 +137,8 @@ def _rule_phrases(text: str) -> tuple[Phrase, ...]:
         if run:
             start = run[0][0]
             phrase = " ".join(w for _, w in run)
-            before = text[:start]
             head = run[-1][1].lower()
-            out.append(Phrase(phrase, head, _plural(head),
-                              about=bool(ABOUT_FRAMES.search(before)) or not out,
+            out.append(Phrase(phrase, head, _plural(head), about=framed(text, start) or not out,
                               asked=wh, definite=definite))
             run.clear()
         wh = definite = False
@@ -165,6 +164,13 @@ def _rule_phrases(text: str) -> tuple[Phrase, ...]:
         run.append((start, word))
     close(len(text))
     return tuple(out)
+
+
+def framed(text: str, start: int) -> bool:
+    """Whether the phrase at ``start`` follows a frame that says the text is about it ("Tell
+    me about X", "What is X"). Only the text just before it is searched: the whole prefix,
+    for every phrase, made a long reply's first reading quadratic."""
+    return bool(ABOUT_FRAMES.search(text, max(0, start - _FRAME_REACH), start))
 
 
 @functools.lru_cache(maxsize=4096)
