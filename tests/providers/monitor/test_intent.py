@@ -95,7 +95,7 @@ TOY = IntentExamples(("bad one", "bad two"), ("good one", "good two", "good thre
 
 
 @pytest.mark.parametrize("damage", ["missing", "not json", "other model", "other examples",
-                                    "short coef", "short vectors", "no vectors"])
+                                    "short coef", "short vectors", "no vectors", "zero scale"])
 def test_weights_that_cannot_stand_for_the_fit_are_fitted_instead(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str) -> None:
     path = tmp_path / "intent.json"
@@ -116,6 +116,8 @@ def test_weights_that_cannot_stand_for_the_fit_are_fitted_instead(
             data["forbidden_vectors"]["int8"] = "AAAA"
         elif damage == "no vectors":  # a file written before the vectors shipped
             del data["forbidden_vectors"]
+        elif damage == "zero scale":
+            data["forbidden_vectors"]["scale"] = 0
         else:
             data["coef"] = [5.0]
         path.write_text(json.dumps(data), "utf-8")

@@ -94,7 +94,7 @@ class IntentClassifier:
         examples = examples or IntentExamples.default()
         data, why = _read(weights, examples.digest(), model, dim)
         if data is not None:
-            return cls(data["coef"], data["bias"], _vectors(data["forbidden_vectors"], dim))
+            return cls(data["coef"], data["bias"], data["forbidden"])
         log.info("fitting the monitor's intent classifier (%d examples): %s",
                  len(examples.forbidden) + len(examples.allowed), why)
         return cls.fitted(embed, examples)
@@ -140,11 +140,12 @@ def _read(path: Path, digest: str, model: str | None, dim: int | None
             and all(isinstance(c, int | float) for c in coef)
             and isinstance(data.get("bias"), int | float)):
         return None, f"{path} is damaged: its coefficients do not match its header"
-    try:
-        _vectors(data.get("forbidden_vectors"), dim, rows=data["examples"].get("forbidden"))
+    try:  # decoded once, here
+        forbidden = _vectors(data.get("forbidden_vectors"), dim,
+                             rows=data["examples"].get("forbidden"))
     except (TypeError, ValueError, KeyError, binascii.Error):
         return None, f"{path} is damaged: its forbidden examples' vectors do not match it"
-    return data, ""
+    return {**data, "forbidden": forbidden}, ""
 
 
 # the forbidden examples' vectors ship as signed bytes (cosines within about 0.01 of the
@@ -166,9 +167,10 @@ def _vectors(packed: Any, dim: int | None, *, rows: Any = None) -> Any:
 
     if not isinstance(packed, dict) or not isinstance(packed.get("int8"), str) or dim is None:
         raise ValueError("no vectors")
-    n = packed.get("rows")
+    n, scale = packed.get("rows"), packed.get("scale")
     raw = np.frombuffer(base64.b64decode(packed["int8"], validate=True), dtype=np.int8)
-    if not isinstance(n, int) or n < 1 or raw.size != n * dim or (rows is not None and n != rows):
+    if not isinstance(n, int) or n < 1 or raw.size != n * dim or (rows is not None and n != rows) \
+            or not isinstance(scale, int | float) or scale <= 0:
         raise ValueError("the vectors do not fit their header")
-    vectors = raw.reshape(n, dim).astype(np.float32) / float(packed["scale"])
+    vectors = raw.reshape(n, dim).astype(np.float32) / float(scale)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(1e-9)
