@@ -77,6 +77,9 @@ def test_rewrite_chat_counts_blinds_and_scores(tmp_path: Path) -> None:
                           str(tmp_path / "test.json"), "--out", str(tmp_path / "b2")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "different follow-ups" in run.stderr
+    run = subprocess.run([sys.executable, script, "--blind", dump, dump], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2 and "--blind needs --out" in run.stderr
     (tmp_path / "key.json").write_text(json.dumps([{"item": 1, "A": "after"},
                                                    {"item": 2, "A": "before"}]))
     (tmp_path / "labels.json").write_text(json.dumps([

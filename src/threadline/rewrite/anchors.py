@@ -59,6 +59,7 @@ exactly absolutely interesting lol haha apologies certainly indeed understood no
 """
 OPENERS = frozenset(_OPENERS_TEXT.split())
 _SENTENCE_END = ".!?:;\n\"“(—"
+LOOK_BACK = 64  # characters before a word that say whether it starts a sentence
 _CONTRACTION = re.compile(r"(\w+?)(?:n['’]t|['’](?:s|ll|re|ve|d|m))")
 
 
@@ -81,8 +82,9 @@ def anchors(text: str) -> list[tuple[str, str]]:
 
 
 def opens_sentence(text: str, at: int) -> bool:
-    """Whether the word at ``at`` starts ``text`` or a sentence of it."""
-    before = text[:at].rstrip()
+    """Whether the word at ``at`` starts ``text`` or a sentence of it (only the characters
+    just before it are looked at: a long text has many words to ask about)."""
+    before = text[max(0, at - LOOK_BACK):at].rstrip()
     return not before or before[-1] in _SENTENCE_END
 
 

@@ -122,7 +122,9 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
     if not _ASKS.search(text) or _WORK.search(text) or (
             not POINTERS.search(text) and names(text[1:]) and not (follow and has_gap(text))):
         return text  # asks nothing ("continue", "make it shorter"), or names what it is about
-    named = named_capitals([*(t.text for t in history), text])
+    # which capitals are names is asked of the whole conversation, only where it has a passage
+    named = named_capitals([*(t.text for t in history), text]) if any(
+        len(t.text.split()) > PASSAGE_WORDS for t in history) else frozenset()
     history = [Turn(t.role, as_prose(t.text, named, passage=PASSAGE_WORDS)) for t in history]
     salience = conversation_salience(history, phrases or default_phrases()) if follow else None
     opening = next((t.text for t in history if t.role == "user"), history[0].text)

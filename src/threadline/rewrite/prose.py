@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from threadline.rewrite.anchors import STOPWORDS
+from threadline.rewrite.anchors import LOOK_BACK, STOPWORDS
 
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.DOTALL)
 _CAPITALISED = re.compile(r"(?<![\w'’\-])[A-Z][a-z][\w'’\-]*")  # a word, not an acronym
@@ -32,7 +32,6 @@ _SHOUTED = re.compile(r"(?<![\w'’\-])[A-Z]{2,}(?![\w'’\-])")  # "BUT", "AND"
 _NEXT_CAPITALISED = re.compile(r"[ \t]+[A-Z]")
 _STARTS_AFTER = set(".!?:;\n\"“—*#•>|")  # what ends a sentence or opens a line or list item
 _NUMBERED = re.compile(r"(?:^|\n)[ \t]*\(?\d{1,3}[.)]$")
-_LOOK_BACK = 64  # characters before a word that say whether it starts a line or sentence
 
 
 def without_code(text: str) -> str:
@@ -42,7 +41,7 @@ def without_code(text: str) -> str:
 
 
 def _starts(text: str, at: int) -> bool:
-    window = text[max(0, at - _LOOK_BACK):at]  # bounded: a long passage has many capitals
+    window = text[max(0, at - LOOK_BACK):at]  # bounded: a long passage has many capitals
     before = window.rstrip(" \t")
     return not before or before[-1] in _STARTS_AFTER or bool(_NUMBERED.search(before)) or (
         before[-1] == "-" and len(before) < len(window))  # a "- " item, not "well-Known"
