@@ -37,6 +37,8 @@ def test_eval_cast_2020_is_held_out_and_scores_the_automatic_rewrites(tl: Invoke
     assert result.code == 0, result.err
     report = result.json()
     assert report["split"]["name"] == "test" and not report["split"]["tuned_on"]
+    assert report["examples"] == 2  # topic 82; topic 81 is in the dev half
+    assert report["rewriters"]["deterministic"]["resolution_precision"] == 1.0
     automatic = report["rewriters"]["automatic"]
     assert automatic["latency_p50_ms"] is None and "not measured" in automatic["note"]
     assert automatic["resolution_recall"] > 0
@@ -44,7 +46,13 @@ def test_eval_cast_2020_is_held_out_and_scores_the_automatic_rewrites(tl: Invoke
     human = tl("eval", "cast", str(tmp_path / "2020_manual_evaluation_topics_v1.0.json"),
                "--model-limit", "0")
     assert human.code == 0 and "held out" not in human.err
-    assert "split: test (TREC CAsT 2020; not tuned on)" in human.out
+    assert "split: test (TREC CAsT 2020, test half; not tuned on)" in human.out
+    for half, examples, tuned_on in (("dev", 1, True), ("all", 3, True)):
+        other = tl("eval", "cast", str(tmp_path), "--year", "2020", "--half", half,
+                   "--model-limit", "0", "--json")
+        assert other.code == 0, other.err
+        assert (other.json()["examples"], other.json()["split"]["tuned_on"]) == \
+            (examples, tuned_on)
 
 
 def test_eval_cast_refuses_bad_input(tl: Invoke, tmp_path: Path) -> None:
@@ -63,3 +71,5 @@ def test_eval_cast_refuses_bad_input(tl: Invoke, tmp_path: Path) -> None:
     assert year.code == 2 and "2020 format, not 2019" in year.err
     bad_year = tl("eval", "cast", str(folder), "--year", "2021")
     assert bad_year.code == 2 and "2021" in bad_year.err
+    half = tl("eval", "cast", str(folder), "--half", "dev", "--model-limit", "0")
+    assert half.code == 2 and "the 2019 topics are all dev" in half.err

@@ -9,20 +9,25 @@ import pytest
 
 from threadline.errors import InputError
 from threadline.eval.cast import CastFiles, load, locate
-from threadline.eval.splits import CAST_SPLITS, canard_split
+from threadline.eval.splits import CAST_2020_SPLITS, CAST_SPLITS, canard_split, cast_2020_half
 
 TOPICS_2019 = [{"number": 31, "title": "head and neck cancer",
                 "turn": [{"number": 2, "raw_utterance": "Is it treatable?"},
                          {"number": 1, "raw_utterance": "What is throat cancer?"}]}]
 REWRITES_2019 = "31_1\tWhat is throat cancer?\n31_2\tIs throat cancer treatable?\n"
-TOPICS_2020 = [{"number": 81, "turn": [
+# topic 82 is in the held-out half of the 2020 topics, 81 in the dev half (`cast_2020_half`)
+TOPICS_2020 = [{"number": 82, "turn": [
     {"number": 1, "raw_utterance": "How do you know when your garage door opener is going bad?",
      "manual_rewritten_utterance": "How do you know when your garage door opener is going bad?",
      "automatic_rewritten_utterance": "How do you know when your garage door opener is going "
                                       "bad?"},
     {"number": 2, "raw_utterance": "Now it stopped working. Why?",
      "manual_rewritten_utterance": "Now my garage door opener stopped working. Why?",
-     "automatic_rewritten_utterance": "Why did garage door opener stop working?"}]}]
+     "automatic_rewritten_utterance": "Why did garage door opener stop working?"}]},
+    {"number": 81, "turn": [
+        {"number": 1, "raw_utterance": "What is a heat pump?",
+         "manual_rewritten_utterance": "What is a heat pump?",
+         "automatic_rewritten_utterance": "What is a heat pump?"}]}]
 
 
 def _write(folder: Path) -> Path:
@@ -105,6 +110,13 @@ def test_mismatched_or_incomplete_files_are_refused(tmp_path: Path) -> None:
 def test_the_split_is_fixed_by_the_data() -> None:
     assert CAST_SPLITS[2019].name == "dev" and CAST_SPLITS[2019].tuned_on
     assert CAST_SPLITS[2020].name == "test" and not CAST_SPLITS[2020].tuned_on
+    # the 2020 topics are halved by their number, and the halves do not move
+    halves = [cast_2020_half(n) for n in range(81, 106)]
+    assert (halves.count("dev"), halves.count("test")) == (10, 15)
+    assert [n for n in range(81, 106) if cast_2020_half(n) == "dev"] == \
+        [81, 87, 89, 91, 96, 99, 100, 101, 102, 103]
+    assert CAST_2020_SPLITS["dev"].tuned_on and not CAST_2020_SPLITS["test"].tuned_on
+    assert CAST_2020_SPLITS["all"].tuned_on  # half of it was read
     assert canard_split(Path("../shared/data/canard/dev.json")).tuned_on
     assert canard_split(Path("test.json")).name == "unsplit"
     assert "held out" in CAST_SPLITS[2020].describe()

@@ -44,6 +44,9 @@ def test_nouns_change_number_by_the_regular_rules() -> None:
         ["mammal", "story", "box", "species", "bus", "crust"]
     assert [plural(w) for w in ("stew", "story", "box", "sharks")] == \
         ["stews", "stories", "boxes", "sharks"]
+    # plurals the rules do not make are plurals already
+    assert [plural(w) for w in ("teeth", "children", "data", "fish")] == \
+        ["teeth", "children", "data", "fish"]
 
 
 def test_another_number_of_a_known_noun_is_not_invented_but_a_new_noun_is() -> None:

@@ -15,9 +15,17 @@ from typing import Any
 import click
 
 from threadline.cli._common import Context, json_option, model_option, output, pass_context
+from threadline.errors import InputError
 from threadline.eval import cast as cast_data
 from threadline.eval.canard import Attempt, Example, load_canard, score, timed
-from threadline.eval.splits import CAST_SPLITS, Split, canard_split
+from threadline.eval.splits import (
+    CAST_2020_SPLITS,
+    CAST_SPLITS,
+    HALVES,
+    Split,
+    canard_split,
+    cast_2020_half,
+)
 from threadline.rewrite import DEFAULT_DEADLINE_S, Rewriter, race
 from threadline.rewrite.deterministic import rewrite as carry
 from threadline.rewrite.model import model_rewriter
@@ -66,6 +74,9 @@ def canard(ctx: Context, file: Path, limit: int | None, phrases: str, model_name
 @click.option("--rewrites", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The 2019 manual rewrites TSV, if it is not the one '*resolved*.tsv' beside "
                    "the topics.")
+@click.option("--half", type=click.Choice(HALVES),
+              help="Which half of the 2020 topics (split by a hash of the topic number): "
+                   "'test' is held out, 'dev' was tuned on, 'all' is both [default: test].")
 @click.option("--limit", type=click.IntRange(1), help="Only the first N turns.")
 @_PHRASES
 @_REWRITER
@@ -73,23 +84,33 @@ def canard(ctx: Context, file: Path, limit: int | None, phrases: str, model_name
 @_DEADLINE
 @json_option()
 @pass_context
-def cast(ctx: Context, path: Path, year: str | None, rewrites: Path | None, limit: int | None,
-         phrases: str, model_name: str | None, model_limit: int, deadline: float,
-         as_json: bool) -> None:
+def cast(ctx: Context, path: Path, year: str | None, rewrites: Path | None, half: str | None,
+         limit: int | None, phrases: str, model_name: str | None, model_limit: int,
+         deadline: float, as_json: bool) -> None:
     """Score the rewriters on TREC CAsT topics: conversations whose subject shifts, with human
     rewrites of every turn.
 
     PATH is a topics JSON (2019 or 2020 format) or the folder holding the track's files. 2019
-    is development data (the rewriter was tuned on it); 2020 is held out, and there the
-    organisers' automatic rewrites are scored beside ours."""
+    is development data (the rewriter was tuned on it). The 2020 topics are halved by topic:
+    the test half is held out, the dev half was tuned on; on both the organisers' automatic
+    rewrites are scored beside ours."""
     files = cast_data.locate(path, int(year) if year else None, rewrites)
-    turns = cast_data.load(files)[:limit]
+    turns = cast_data.load(files)
+    split = CAST_SPLITS[files.year]
+    if files.year == 2020:
+        chosen = half or "test"
+        split = CAST_2020_SPLITS[chosen]
+        turns = [t for t in turns if chosen == "all" or cast_2020_half(t.topic) == chosen]
+    elif half is not None:
+        raise InputError("--half picks a half of the 2020 topics; the 2019 topics are all dev",
+                         hint="leave --half out, or pass --year 2020")
+    turns = turns[:limit]
     examples = [turn.example for turn in turns]
     given: dict[str, tuple[list[Example], Attempt]] = {}
     if files.year == 2020:
         automatic = {id(turn.example): turn.automatic or turn.example.question for turn in turns}
         given["automatic"] = (examples, _given(automatic))
-    report = _evaluate(ctx, CAST_SPLITS[files.year], examples, given, phrases, model_name,
+    report = _evaluate(ctx, split, examples, given, phrases, model_name,
                        model_limit, deadline, as_json)
     report = {"file": str(files.topics), "rewrites_file": str(files.rewrites)
               if files.rewrites else None, "year": files.year, **report}
@@ -160,10 +181,11 @@ def _print(report: dict[str, Any]) -> None:
                f"{report['model_examples']})")
     click.echo(f"split: {split['name']} ({split['what']}; "
                f"{'tuned on' if split['tuned_on'] else 'not tuned on'})")
-    click.echo(f"{'rewriter':<14} {'n':>5} {'recall':>7} {'no-op':>7} {'preserve':>9} "
-               f"{'p50 ms':>9} {'p99 ms':>9} {'raw':>6}")
+    click.echo(f"{'rewriter':<14} {'n':>5} {'recall':>7} {'prec':>7} {'no-op':>7} "
+               f"{'preserve':>9} {'p50 ms':>9} {'p99 ms':>9} {'raw':>6}")
     for name, row in report["rewriters"].items():
         click.echo(f"{name:<14} {row['examples']:>5} {_num(row['resolution_recall']):>7} "
+                   f"{_num(row['resolution_precision']):>7} "
                    f"{_num(row['noop_precision']):>7} {_num(row['must_preserve_retention']):>9}"
                    f" {_num(row['latency_p50_ms'], 1):>9} {_num(row['latency_p99_ms'], 1):>9}"
                    f" {_num(row['fallback_rate']):>6}")

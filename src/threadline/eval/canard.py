@@ -4,6 +4,9 @@ For each rewriter, over the same examples:
 
 resolution_recall        of the content words the human rewrite added to the question, the
                          fraction the rewriter's output also adds
+resolution_precision     of the content words the rewriter's output added, the fraction the
+                         human rewrite also added (recall alone would reward adding every
+                         word of the conversation)
 noop_precision           on questions whose human rewrite is the question itself, how often
                          the rewriter leaves it unchanged
 must_preserve_retention  of the question's must-preserve tokens, the fraction kept
@@ -67,7 +70,7 @@ def conversation(history: Sequence[str]) -> tuple[Turn, ...]:
 
 def score(examples: Sequence[Example], attempt: Attempt,
           progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    added = recovered = noops = kept_noops = preserved = retained = fell_back = 0
+    added = recovered = noops = kept_noops = preserved = retained = fell_back = gave = 0
     latencies = []
     for n, example in enumerate(examples):
         output, latency_ms, fallback = attempt(example)
@@ -76,7 +79,9 @@ def score(examples: Sequence[Example], attempt: Attempt,
         question = content_words(example.question)
         wanted = content_words(example.rewrite) - question
         added += len(wanted)
-        recovered += len(wanted & (content_words(output) - question))
+        given = content_words(output) - question
+        recovered += len(wanted & given)
+        gave += len(given)
         if " ".join(example.rewrite.split()) == " ".join(example.question.split()):
             noops += 1
             kept_noops += " ".join(output.split()) == " ".join(example.question.split())
@@ -89,6 +94,7 @@ def score(examples: Sequence[Example], attempt: Attempt,
     return {
         "examples": len(examples),
         "resolution_recall": round(recovered / added, 4) if added else None,
+        "resolution_precision": round(recovered / gave, 4) if gave else None,
         "noop_precision": round(kept_noops / noops, 4) if noops else None,
         "must_preserve_retention": round(retained / preserved, 4) if preserved else 1.0,
         "latency_p50_ms": round(statistics.median(ordered), 3) if ordered else None,

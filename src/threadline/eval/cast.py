@@ -44,6 +44,10 @@ class CastTurn:
     example: Example
     automatic: str | None     # the organisers' automatic rewrite (2020 only)
 
+    @property
+    def topic(self) -> int:
+        return int(self.key.split("_")[0])
+
 
 @dataclass(frozen=True)
 class CastFiles:

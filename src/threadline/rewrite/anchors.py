@@ -17,11 +17,11 @@ _SECTION = (r"\b(?:ITEM|Item)\s+\d{1,2}[A-Z]?\b|§\s?\d+(?:\.\d+)*|"
             r"\b(?:Section|Article|Chapter|Part|Rule|Clause|Schedule|Exhibit|Note)\s+"
             r"(?:\d+(?:\.\d+)*[A-Za-z]?|[IVXLC]+)\b")
 _FISCAL = r"\b(?:FY|CY)\s?'?\d{2,4}\b|\bQ[1-4]\s?(?:FY)?\s?'?\d{2,4}\b|\bH[12]\s?\d{4}\b"
-_MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
+MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
            "December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec")
 _DATE = (rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|"
-         rf"\b(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b|"
-         rf"\b\d{{1,2}}\s+(?:{_MONTHS})\.?\s+\d{{4}}\b|\b(?:{_MONTHS})\.?\s+\d{{4}}\b")
+         rf"\b(?:{MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b|"
+         rf"\b\d{{1,2}}\s+(?:{MONTHS})\.?\s+\d{{4}}\b|\b(?:{MONTHS})\.?\s+\d{{4}}\b")
 _YEAR = r"\b(?:1[5-9]\d\d|20\d\d)s?\b"
 _NUMBER = r"[$€£¥]?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|percent|bn|billion|million|m|k|x))?(?![\w.])"
 _IDENTIFIER = r"\b(?=[A-Za-z0-9\-_./]*\d)(?=[A-Za-z0-9\-_./]*[A-Za-z])[A-Za-z0-9][\w\-./]*\w\b|" \

@@ -29,20 +29,23 @@ from dataclasses import dataclass
 
 from threadline.items import Item, ItemKind
 from threadline.rewrite.anchors import (
+    MONTHS,
     STOPWORDS,
     content_words,
     names,
     sections,
     time_anchors,
 )
-from threadline.rewrite.ellipsis import fill, has_gap
+from threadline.rewrite.ellipsis import fill, has_gap, plural
 from threadline.rewrite.prose import as_prose, named_capitals
 from threadline.rewrite.salience import (
+    CONTINUES,
     Phrase,
     PhraseFinder,
     Salience,
     has_subject,
     key,
+    names_one,
     rule_phrases,
 )
 
@@ -79,6 +82,23 @@ _WORK = re.compile(r"(?:^|[.!?]\s+)\W*(?:(?:ok|okay|so|now|and|also|great|thanks
                    r"describe|elaborate|provide|give|name|list|share|compare|define)\b)[a-z]",
                    re.IGNORECASE)
 _IT = re.compile(r"\b(it|its|this)\b", re.IGNORECASE)
+# "they" of a comparison is two things: "What do they have in common?"
+_COMPARED = re.compile(r"\b(?:in common|differ|different|difference|differences|compare|"
+                       r"similar|alike|same|versus|vs)\b", re.IGNORECASE)
+_AND = re.compile(r"^\W*and\s+(?!(?:what|how|when|where|who|why|which|is|are|was|were|do|does|"
+                  r"did|can|could|would|should|will|has|have|had)\b)", re.IGNORECASE)
+# a place a question names ("restaurants in Tokyo"), which a later "there" points at
+_PLACE = re.compile(r"\b(?:in|at|near|around|visit|visiting)\s+(?:the\s+)?(?!(?:" + MONTHS
+                    + r"|Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b)"
+                    r"([A-Z][\w'’\-]*(?:\s+(?:of\s+)?[A-Z][\w'’\-]*)*)")
+# "there" as a place: not "there is", nor "is there any…" (a be-verb before it and more after)
+_THERE = re.compile(r"\b(?:(in|at|to|from|near|around)\s+|(?:over|out|up|down)\s+)?there\b"
+                    r"(?!\s+(?:is|are|was|were|will|would|be|been|has|have|had|seems?|exists?|"
+                    r"may|might|must|should|could|can|isn'?t|aren'?t|wasn'?t|weren'?t)\b)"
+                    r"(?!['’]s)", re.IGNORECASE)
+_BE_THERE = re.compile(r"\b(?:is|are|was|were|be|been|isn'?t|aren'?t|wasn'?t|weren'?t)\s+"
+                       r"there\s+(?!(?:when|while|and|or|before|after|during|until|if|because|"
+                       r"since|now|yet|today|tonight)\b)\w", re.IGNORECASE)
 _THEY = re.compile(r"\b(they|them|their)\b", re.IGNORECASE)
 # "it" that points at nothing: "is it possible to", "it is raining"
 _EXPLETIVE = re.compile(r"(possible|necessary|true|ok|okay|safe|better|worth|likely|hard|easy|"
@@ -120,7 +140,8 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
     if not history:
         return text
     if not _ASKS.search(text) or _WORK.search(text) or (
-            not POINTERS.search(text) and names(text[1:]) and not (follow and has_gap(text))):
+            not POINTERS.search(text) and names(text[1:]) and not (follow and has_gap(text))
+            and not _asks_again(text)):
         return text  # asks nothing ("continue", "make it shorter"), or names what it is about
     # which capitals are names is asked of the whole conversation, only where it has a passage
     named = named_capitals([*(t.text for t in history), text]) if any(
@@ -143,15 +164,20 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
         # no name opened the conversation: "she" is the salient name ("Ching Shih")
         topic = next((e.text for e in salience.ranked(text) if e.name), None)
     out = _resolve(text, topic, subject if person else None, they_topic=they_topic)
+    placed = _there(out, text, history)
+    # a "there" made a place points at nothing more
+    pointing = text if placed == out else _THERE.sub("", text, count=1)
+    out = placed
     focus: list[str] = []
     if salience is not None:
-        out, focus = _follow_salience(out, text, salience)
+        out, focus = _follow_salience(out, pointing, salience)
     end = "?" if text.rstrip().endswith("?") else ""
     if _MORE.search(text) and last_answer and len(last_answer.split()) <= 8 \
             and not _NON_ANSWER.match(last_answer):
         out = out.rstrip(" ?.!") + f" besides {last_answer.strip(' .')}" + end
-    carried = _carry(out, text, [*focus, *_first_names(opening, topics)], last_question,
-                     last_answer)
+    frame = _frame(history, text, salience) if salience is not None else []
+    carried = _carry(out, text, [*frame, *focus, *_first_names(opening, topics)],
+                     last_question, last_answer)
     if carried:
         out = out.rstrip(" ?.!") + " (" + ", ".join(carried) + ")" + end
     return out
@@ -175,10 +201,12 @@ def conversation_salience(history: Sequence[Turn], phrases: PhraseFinder) -> Sal
         pointed = []
         if (_IT.search(turn.text) or _THEY.search(turn.text) or
                 not has_subject(salience, turn.text)) and \
-                not _names_before_pointing(salience, turn.text):  # "What is X, and why is it…"
+                not _names_before_pointing(salience, turn.text) and \
+                not (CONTINUES.match(turn.text) and names_one(salience, turn.text)):
+            # ("What is X, and why is it…"; "How about for jazz?" is about jazz from now on)
             target = salience.focus(plural=bool(_THEY.search(turn.text)), exclude=turn.text)
             pointed = [t.strip() for t in (target or "").split(" and ") if t.strip()]
-        salience.add(turn.text, resolved=pointed)
+        salience.add(turn.text, resolved=pointed, plural=bool(_THEY.search(turn.text)))
     return salience
 
 
@@ -220,7 +248,11 @@ def _follow(out: str, text: str, salience: Salience) -> tuple[str, list[str]]:
     """``it``/``its``/``this`` and ``they``/``them``/``their`` replaced by the salient
     entity (quoted text left alone); the entity to carry if nothing pointed at it."""
     singular = salience.focus(exclude=text)
-    plural = salience.focus(plural=True, exclude=text)
+    plural = _in_plural(salience.focus(plural=True, exclude=text))
+    if _COMPARED.search(text) and plural is not None and " and " not in plural:
+        ranked = salience.ranked(text)
+        if len(ranked) > 1 and not ranked[0].plural:
+            plural = f"{ranked[0].text} and {ranked[1].text}"  # "How are they different?"
     if singular is None or _names_before_pointing(salience, text):
         return out, []  # "What is Rock City, and why is it famous?": "it" is Rock City
     pieces = _QUOTED.split(out)
@@ -249,6 +281,57 @@ def _follow(out: str, text: str, salience: Salience) -> tuple[str, list[str]]:
     # that has a subject of its own
     pointless = not replaced and re.search(r"\bit\s+" + _EXPLETIVE.pattern, text, re.I)
     return out, ([] if replaced or (pointless and has_subject(salience, text)) else [singular])
+
+
+def _place(history: Sequence[Turn]) -> str | None:
+    """The place the last question that named one named ("Tokyo", of "What are the best
+    restaurants in Tokyo?")."""
+    return next((m[-1] for t in reversed(history) if t.role == "user" and _ASKS.search(t.text)
+                 for m in [_PLACE.findall(t.text)] if m), None)
+
+
+def _asks_again(text: str) -> bool:
+    """Whether ``text`` asks the last question again of something else ("What about Venus
+    flytraps?", "And Jared?")."""
+    return bool(CONTINUES.match(text) or (_AND.match(text) and len(text.split()) <= 4))
+
+
+def _frame(history: Sequence[Turn], text: str, salience: Salience) -> list[str]:
+    """For a follow-up that asks the last question again of something else, that question's
+    words other than what it asked about ("eat", of "What do predator plants eat?")."""
+    if not _asks_again(text):
+        return []
+    asked = next((t.text for t in reversed(history) if t.role == "user"
+                  and not _asks_again(t.text)), "")
+    subject = set().union(*(content_words(p.text) for p in salience.phrases(asked)))
+    words = [w for w in re.findall(r"[\w'’-]+", asked)
+             if not re.search(r"['’]", w)]  # no contractions ("What's", "I'm")
+    return list(dict.fromkeys(w for w in words if content_words(w) and
+                              not content_words(w) & subject))
+
+
+def _there(out: str, text: str, history: Sequence[Turn]) -> str:
+    """"there" made the place the last question that named one named ("Tokyo"), where the
+    follow-up names none of its own."""
+    if not re.search(r"\bthere\b", text, re.IGNORECASE) or _PLACE.search(text) \
+            or _BE_THERE.search(text):
+        return out
+    place = _place(history)
+    if place is None:
+        return out
+    pieces = _QUOTED.split(out)
+    for n in range(0, len(pieces), 2):
+        pieces[n] = _THERE.sub(lambda m: f"{m.group(1) or 'in'} {place}", pieces[n], count=1)
+    return "".join(pieces)
+
+
+def _in_plural(target: str | None) -> str | None:
+    """What "they" points at, in the plural ("How do they work?": "virtual machines"); names
+    and pairs ("X and Y") as they are."""
+    if target is None or " and " in target or names(" " + target):
+        return target
+    words = target.split()
+    return " ".join([*words[:-1], plural(words[-1])])
 
 
 def _names_before_pointing(salience: Salience, text: str) -> bool:

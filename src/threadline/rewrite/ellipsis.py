@@ -35,6 +35,8 @@ _AFTER = (r"(?=\s+(?:in|on|at|for|from|to|ever|that|who|which|among|by|around|\w
 _SUPERLATIVE = re.compile(r"\b(the|its|their)\s+((?:most|least)\s+[a-z]+|[a-z]+est|best|worst|"
                           rf"{_ORDINAL}){_AFTER}", re.IGNORECASE)
 _ONE = re.compile(rf"\b([a-z]+)\s+(ones?)\b{_AFTER}")  # "the largest one on land"
+# after an article, a word and "one" leave the noun out whatever follows ("a smart one do")
+_ARTICLE_ONE = re.compile(r"(?:(?<=\ba )|(?<=\ban )|(?<=\bthe ))([a-z]+)\s+(one)\b(?!\s+of\b)")
 _NOT_BEFORE_ONE = STOPWORDS - {"first", "last", "next", "new", "other", "same"}
 
 
@@ -55,7 +57,7 @@ def fill(text: str, noun: str) -> str:
         filled = plural(noun) if match.group(2).lower() == "ones" else singular(noun)
         return f"{match.group(1)} {filled}"
 
-    return _SUPERLATIVE.sub(superlative, _ONE.sub(one, text))
+    return _SUPERLATIVE.sub(superlative, _ONE.sub(one, _ARTICLE_ONE.sub(one, text)))
 
 
 def _adjective(word: str) -> bool:
@@ -84,9 +86,15 @@ def singular(noun: str) -> str:
     return noun
 
 
+# plurals the regular rules do not make, and nouns the same in both numbers
+_PLURAL_AS_IS = frozenset(("teeth", "people", "children", "men", "women", "feet", "mice", "geese",
+                           "data", "media", "criteria", "phenomena", "sheep", "fish", "deer",
+                           "police", "cattle", "aircraft", "equipment", "information"))
+
+
 def plural(noun: str) -> str:
     """A singular noun's plural by the regular rules; a plural noun as it is."""
-    if singular(noun) != noun:
+    if singular(noun) != noun or noun.lower() in _PLURAL_AS_IS:
         return noun
     low = noun.lower()
     if low.endswith("y") and len(low) > 2 and low[-2] not in "aeiou":

@@ -60,7 +60,10 @@ _DETERMINER = _words("""the a an this that these those its their his her my our 
 each every another other such""")
 _WH = _words("what which whose")
 _DEFINITE = _words("the this that these those its their his her")
-_CONTINUES = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b", re.IGNORECASE)
+# "What about X?" moves to X; "How about for jazz?" asks the last question again, for jazz
+CONTINUES = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b", re.IGNORECASE)
+_CONTINUES_FOR = re.compile(CONTINUES.pattern + r"\s+(?:for|in|with|on|at|during|among|"
+                            r"after|before|from|to|without)\b", re.IGNORECASE)
 ABOUT_FRAMES = re.compile(
     r"\b(?:about|is|are|was|were|on|regarding|called|named|of)\s*$", re.IGNORECASE)
 _FRAME_REACH = 64  # characters before a phrase where its frame can be
@@ -85,10 +88,14 @@ between versus vs around through throughout without within against among amongst
 behind beyond toward towards upon via per since until while whether because though although
 unless whereas despite along beside near inside outside onto off up down out away
 don't doesn't didn't isn't aren't wasn't weren't can't won't i'm i've i'd you're we're
-they're it's what's that's how's
+they're it's what's that's how's here's there's where's who's let's
 """)
 # a subject pronoun is followed by its verb ("does it help", "can I increase", "do they fly")
 _SUBJECT_PRONOUN = _words("i you we they he she it")
+_ORDINALS = _words("first second third last next previous prior other same main original "
+                   "initial final current whole entire")
+_OBJECTS = _words("""it them this that these those the a an my your his her our their its off up
+out down away back""")
 _ADVERB_ENDINGS = ("ally", "ully", "ously", "ively", "ently", "antly", "arly", "ately", "ibly",
                    "ably")
 # a lone word ending so is a modifier or a verb form ("treatable", "dangerous", "founded")
@@ -154,12 +161,19 @@ def _rule_phrases(text: str) -> tuple[Phrase, ...]:
             run.append((start, word))  # a name is one phrase, whatever its words are
             continue
         after_subject = n > 0 and words[n - 1][1].lower() in _SUBJECT_PRONOUN and not gap.strip()
+        if low in ("one", "ones") and run and not gap.strip():
+            run.clear()  # "a smart one": modifiers of a noun left out (``ellipsis``)
+        # "to treat it", "to fix the door": a word between "to" and its object is a verb
+        infinitive = n > 0 and words[n - 1][1].lower() == "to" and not gap.strip() and \
+            n + 1 < len(words) and words[n + 1][1].lower() in _OBJECTS
         if low in STOPWORDS or low in _PRONOUN or low in NOT_NOUNS or low in _DETERMINER \
-                or function or after_subject:
+                or function or after_subject or infinitive:
+            # "the first check" points back as "the check" does ("the largest shark" does not)
+            keeps = not run and definite and low in _ORDINALS
             close(start)
             wh = low in _WH and n + 1 < len(words) and \
                 words[n + 1][1].lower() not in STOPWORDS
-            definite = low in _DEFINITE
+            definite = low in _DEFINITE or keeps
             continue
         run.append((start, word))
     close(len(text))
@@ -227,11 +241,18 @@ class Salience:
         self.phrases = phrases
         self.entities: dict[str, Entity] = {}
         self.turn = -1
+        # what the last question's pronoun pointed at, by number: "Why did they allow live
+        # recordings?" then "Did they have a hit?" goes on about the band, not the recordings
+        self.pointed: dict[bool, tuple[int, str]] = {}
+        self.question = ""  # the last question
 
-    def add(self, text: str, *, role: str = "user", resolved: Sequence[str] = ()) -> None:
-        """A turn's mentions; ``resolved``: the entities its pronouns were resolved to."""
+    def add(self, text: str, *, role: str = "user", resolved: Sequence[str] = (),
+            plural: bool = False) -> None:
+        """A turn's mentions; ``resolved``: the entities its pronouns (``plural`` ones, or
+        not) were resolved to."""
         if role == "user":
             self.turn += 1
+            self.question = text
             for entity in self.entities.values():
                 entity.score *= DECAY
         weight = 1.0 if role == "user" else ANSWER_WEIGHT
@@ -242,6 +263,8 @@ class Salience:
             known = self.entities.get(key(target))
             if known is not None:
                 self._mention(known.text, known.plural, weight * ABOUT_WEIGHT, role == "user")
+        if role == "user" and len(resolved) == 1:
+            self.pointed[plural] = (self.turn, resolved[0])
 
     def subjects(self, text: str) -> list[Phrase]:
         """The phrases of ``text`` that can be antecedents (no relational nouns alone, nothing
@@ -278,14 +301,27 @@ class Salience:
         ranked = self.ranked(exclude)
         if not ranked:
             return None
+        turn, chained = self.pointed.get(bool(plural), (-1, ""))
+        if turn == self.turn and any(key(e.text) == key(chained) for e in ranked):
+            return chained
         if plural:
             recent = self.recent_plural(ranked)
             if recent is not None:
                 return recent.text
             last = [e for e in ranked if e.last_turn == self.turn]
-            if len(last) >= 2:
+            if len(last) >= 2 and _joined(self._question_resolved(), last[0].text,
+                                          last[1].text):
                 return f"{last[0].text} and {last[1].text}"
         return ranked[0].text
+
+    def _question_resolved(self) -> str:
+        """The last question with its pronoun put back ("Is throat cancer the same as
+        esophageal cancer?")."""
+        pointed = [text for turn, text in self.pointed.values() if turn == self.turn]
+        if not pointed:
+            return self.question
+        return re.sub(r"\b(?:it|they|them)\b", lambda _: pointed[0], self.question,
+                      flags=re.IGNORECASE)
 
     def fuller(self, phrase: Phrase, exclude: str = "") -> Entity | None:
         """The best-ranked entity that ``phrase`` (a common noun of the follow-up) is a short
@@ -319,6 +355,15 @@ class Salience:
         return next((e for e in nouns if e.plural), nouns[0] if nouns else None)
 
 
+def _joined(text: str, first: str, second: str) -> bool:
+    """Whether ``text`` names ``first`` and ``second`` together ("predators and prey", "the
+    same as", "better than"), in either order."""
+    a, b = re.escape(first), re.escape(second)
+    return any(re.search(rf"{x}\W+(?:\w+\W+){{0,2}}?(?:and|or|&|as|than|vs|versus|with)\W+"
+                         rf"(?:\w+\W+){{0,2}}?{y}", text, re.IGNORECASE)
+               for x, y in ((a, b), (b, a)))
+
+
 def has_subject(salience: Salience, text: str) -> bool:
     """Whether ``text`` names a subject of its own: a name, or a phrase that is not definite
     ("the test" points back), not relational and not what the question asks for ("Tell me
@@ -327,10 +372,16 @@ def has_subject(salience: Salience, text: str) -> bool:
     on vitamins?") has none."""
     if names(text[1:]):
         return True
-    if _CONTINUES.match(text):  # "What about environmental factors?" goes on with the focus
+    if _CONTINUES_FOR.match(text):  # "How about for jazz?": the last question's subject, for jazz
         return False
     found = salience.phrases(text)
     if found and found[0].head in RELATIONAL and \
             not re.search(re.escape(found[0].text) + r"\s+(?:of|for)\b", text):
         return False  # "What are the effects on vitamins?": the effects of the focus
+    return names_one(salience, text)
+
+
+def names_one(salience: Salience, text: str) -> bool:
+    """Whether ``text`` has a phrase that is neither definite nor relational: "How about for
+    jazz?" asks the last question again, but about jazz."""
     return any(not (p.definite or p.head in RELATIONAL) for p in salience.subjects(text))
