@@ -288,5 +288,11 @@ def test_what_about_asks_the_last_question_again() -> None:
     # a name of its own does not stop it asking again
     assert rewrite(history, "What about the Weddell seal?") == \
         "What about the Weddell seal (long, live)?"
+    # a passage or a request is not asked again: nothing of it is carried
+    pasted = [Turn("user", "Here is my draft, please check it: " + "the launch went well " * 5)]
+    out = rewrite(pasted, "What about the ending?")
+    assert "draft" not in out and "check" not in out and "well" not in out
+    work = [Turn("user", "Can you rewrite the intro and include the budget?")]
+    assert "rewrite" not in rewrite(work, "What about the summary?")
     # only what asks again: "and" opening a question of its own carries nothing of it
     assert "long" not in rewrite(history, "And where do they hunt?")

@@ -68,6 +68,7 @@ _CARRIED_FROM_ANSWER = 3  # names from the last answer that travel with a follow
 # only its first few names travel (``prose`` says what else changes for passages)
 PASSAGE_WORDS = 40
 _NAME_WORDS = 8  # a longer run of capitalised words is title-cased text, not a name
+_FRAME_WORDS = 15  # a longer message is no question "What about X?" asks again
 # a question, by its mark, a question word among its first three, or its first word ("in
 # what year", "did they win", "tell me more", "anything else")
 _ASKS = re.compile(r"\?|^\W*(?:[\w'’-]+\W+){0,2}?(what|who|whom|whose|when|where|why|how|which)"
@@ -141,7 +142,7 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
         return text
     if not _ASKS.search(text) or _WORK.search(text) or (
             not POINTERS.search(text) and names(text[1:]) and not (follow and has_gap(text))
-            and not _asks_again(text)):
+            and not (_asks_again(text) and _asked_before(history))):
         return text  # asks nothing ("continue", "make it shorter"), or names what it is about
     # which capitals are names is asked of the whole conversation, only where it has a passage
     named = named_capitals([*(t.text for t in history), text]) if any(
@@ -296,18 +297,26 @@ def _asks_again(text: str) -> bool:
     return bool(CONTINUES.match(text) or (_AND.match(text) and len(text.split()) <= 4))
 
 
+def _asked_before(history: Sequence[Turn]) -> str | None:
+    """The last question a "What about X?" can ask again: a short one (a passage or a request
+    is none)."""
+    asked = next((t.text for t in reversed(history) if t.role == "user"
+                  and not _asks_again(t.text)), "")
+    return asked if len(asked.split()) <= _FRAME_WORDS and _ASKS.search(asked) \
+        and not _WORK.search(asked) else None
+
+
 def _frame(history: Sequence[Turn], text: str, salience: Salience) -> list[str]:
     """For a follow-up that asks the last question again of something else, that question's
     words other than what it asked about ("eat", of "What do predator plants eat?")."""
-    if not _asks_again(text):
+    asked = _asked_before(history) if _asks_again(text) else None
+    if asked is None:
         return []
-    asked = next((t.text for t in reversed(history) if t.role == "user"
-                  and not _asks_again(t.text)), "")
     subject = set().union(*(content_words(p.text) for p in salience.phrases(asked)))
     words = [w for w in re.findall(r"[\w'’-]+", asked)
              if not re.search(r"['’]", w)]  # no contractions ("What's", "I'm")
     return list(dict.fromkeys(w for w in words if content_words(w) and
-                              not content_words(w) & subject))
+                              not content_words(w) & subject))[:3]
 
 
 def _there(out: str, text: str, history: Sequence[Turn]) -> str:
