@@ -93,3 +93,24 @@ def test_contractions_and_remarks_that_open_a_sentence_are_no_names() -> None:
     assert names("I'll check. Here's the list. Wouldn't it be nice? Apologies, Karen.") == \
         ["Karen"]
     assert names("We met Be'eri and O'Neill.") == ["Be'eri and O'Neill"]
+
+
+def test_what_only_a_reply_named_is_carried_not_put_in_the_users_words() -> None:
+    history = [Turn("user", "Which tool do you recommend?"),
+               Turn("assistant", "Kubernetes is a good choice: package the service with Helm "
+                                 "and roll it out with a Deployment.")]
+    out = rewrite(history, "Does it scale to zero?")
+    assert out.startswith("Does it scale to zero (") and "Kubernetes" in out
+
+
+def test_a_reply_s_quantity_does_not_complete_a_short_form() -> None:
+    history = [Turn("user", "How should I train for strength?"),
+               Turn("assistant", "Do 2-3 sets of 8-12 reps with a heavy weight, resting two "
+                                 "minutes between sets.")]
+    assert rewrite(history, "What are sets and reps?") == "What are sets and reps?"
+
+
+def test_it_that_points_at_nothing_is_left_alone() -> None:
+    history = [Turn("user", "What is a sourdough starter?")]
+    assert rewrite(history, "So it depends on the flour?").startswith("So it depends")
+    assert rewrite(history, "It seems slow, why?").startswith("It seems slow")

@@ -244,6 +244,8 @@ def test_there_is_the_place_a_question_named() -> None:
         "What else is fun to do in Osaka")
     assert rewrite(history, "How much is a hotel over there?") == \
         "How much is a hotel in Osaka?"
+    assert rewrite(history, "How do I get there from the airport?").startswith(
+        "How do I get to Osaka from the airport")  # after a verb of going, "to"
     # the existential "there" is no place
     for text in ("Are there any vegetarian ones?", "Is there a night market?",
                  "There are so many. Which is cheapest?"):
@@ -296,3 +298,12 @@ def test_what_about_asks_the_last_question_again() -> None:
     assert "rewrite" not in rewrite(work, "What about the summary?")
     # only what asks again: "and" opening a question of its own carries nothing of it
     assert "long" not in rewrite(history, "And where do they hunt?")
+
+
+def test_a_pronoun_after_a_sentence_with_its_own_subject_points_there() -> None:
+    history = [Turn("user", "How do I profile a slow Django view?"),
+               Turn("assistant", "Use django-silk or cProfile around the view.")]
+    text = "We use a mobile app. Does it support offline mode?"
+    assert rewrite(history, text).startswith(text.rstrip("?"))  # "it": the app
+    # a pronoun with nothing before it in its own message still points back
+    assert "Django view" in rewrite(history, "Does it work with async views?")

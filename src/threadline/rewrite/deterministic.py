@@ -97,21 +97,24 @@ _THERE = re.compile(r"\b(?:(in|at|to|from|near|around)\s+|(?:over|out|up|down)\s
                     r"(?!\s+(?:is|are|was|were|will|would|be|been|has|have|had|seems?|exists?|"
                     r"may|might|must|should|could|can|isn'?t|aren'?t|wasn'?t|weren'?t)\b)"
                     r"(?!['’]s)", re.IGNORECASE)
+_GOING = re.compile(r"\b(?:get|getting|got|go|going|went|travel|travelling|traveling|fly|"
+                    r"flying|drive|driving|move|moving|come|coming|head|heading|walk|"
+                    r"return|commute)\s+$", re.IGNORECASE)
 _BE_THERE = re.compile(r"\b(?:is|are|was|were|be|been|isn'?t|aren'?t|wasn'?t|weren'?t)\s+"
                        r"there\s+(?!(?:when|while|and|or|before|after|during|until|if|because|"
                        r"since|now|yet|today|tonight)\b)\w", re.IGNORECASE)
 _THEY = re.compile(r"\b(they|them|their)\b", re.IGNORECASE)
 # "it" that points at nothing: "is it possible to", "it is raining"
 _EXPLETIVE = re.compile(r"(possible|necessary|true|ok|okay|safe|better|worth|likely|hard|easy|"
-                        r"raining|snowing)\b")
+                        r"raining|snowing|seems|appears|depends|matters)\b")
 # "this" as a pronoun, not a determiner: followed by a verb or nothing
 _POINTS = re.compile(r"(is|was|has|have|had|do|does|did|mean|means|work|works|happen|happens|"
                      r"affect|affects|change|changed|cause|causes|compare|)$")
 
 
 # where a second question begins inside a message ("What is X, and why is it famous?")
-_CLAUSE = re.compile(r"(?:,|\band\b|\?)\s*(?:and\s+)?(?:why|what|how|when|where|who|which)\b",
-                     re.IGNORECASE)
+_CLAUSE = re.compile(r"(?:,|\band\b|\?)\s*(?:and\s+)?(?:why|what|how|when|where|who|which)\b"
+                     r"|[.!?]\s+(?=[A-Z])", re.IGNORECASE)
 
 
 def default_phrases() -> PhraseFinder:
@@ -256,6 +259,8 @@ def _follow(out: str, text: str, salience: Salience) -> tuple[str, list[str]]:
             plural = f"{ranked[0].text} and {ranked[1].text}"  # "How are they different?"
     if singular is None or _names_before_pointing(salience, text):
         return out, []  # "What is Rock City, and why is it famous?": "it" is Rock City
+    if not salience.asked(singular):
+        return out, [singular]  # only a reply named it: carried, not put in the user's mouth
     pieces = _QUOTED.split(out)
     replaced = False
     for n, piece in enumerate(pieces):
@@ -328,9 +333,14 @@ def _there(out: str, text: str, history: Sequence[Turn]) -> str:
     place = _place(history)
     if place is None:
         return out
+    def placed(there: re.Match[str]) -> str:
+        # "get there" is "get to Oslo"; "there" alone elsewhere is "in Oslo"
+        going = _GOING.search(there.string, 0, there.start())
+        return f"{there.group(1) or ('to' if going else 'in')} {place}"
+
     pieces = _QUOTED.split(out)
     for n in range(0, len(pieces), 2):
-        pieces[n] = _THERE.sub(lambda m: f"{m.group(1) or 'in'} {place}", pieces[n], count=1)
+        pieces[n] = _THERE.sub(placed, pieces[n], count=1)
     return "".join(pieces)
 
 

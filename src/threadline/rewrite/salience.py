@@ -314,6 +314,11 @@ class Salience:
                 return f"{last[0].text} and {last[1].text}"
         return ranked[0].text
 
+    def asked(self, text: str) -> bool:
+        """Whether a question of the user's named the entity ``text``."""
+        entity = self.entities.get(key(text))
+        return entity is not None and entity.asked
+
     def _question_resolved(self) -> str:
         """The last question with its pronoun put back ("Is throat cancer the same as
         esophageal cancer?")."""
@@ -334,6 +339,8 @@ class Salience:
             words = key(entity.text).split()
             if len(words) < 2 or (not entity.asked and len(words) > 3):
                 continue  # an answer's long phrases are not what a short form stands for
+            if not entity.asked and words[0][:1].isdigit():
+                continue  # "2-3 sets" in an answer is a quantity, not the sets' name
             # "makos" for "Mako sharks": a kind, named in the plural, by its first word
             first = phrase.plural and entity.plural and short[0] == singular(words[0])
             if short[0] == words[-1] or first:
