@@ -114,3 +114,13 @@ def test_it_that_points_at_nothing_is_left_alone() -> None:
     history = [Turn("user", "What is a sourdough starter?")]
     assert rewrite(history, "So it depends on the flour?").startswith("So it depends")
     assert rewrite(history, "It seems slow, why?").startswith("It seems slow")
+
+
+def test_a_user_s_sentence_capitals_after_the_opening_are_no_names() -> None:
+    history = [Turn("user", "How do I plan a product launch?"),
+               Turn("assistant", "Start with the audience, then the message and the channels."),
+               Turn("user", "Provide the steps as a checklist. Include the owners.")]
+    out = rewrite(history, "Which step takes longest?")
+    assert "Provide" not in out and "Include" not in out, out
+    # the opening keeps its capitals: it may be a title ("Frank Zappa. Career.")
+    assert "Zappa" in rewrite([Turn("user", "Zappa. Career.")], "When did he start?")

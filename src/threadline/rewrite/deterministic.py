@@ -147,10 +147,13 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
             not POINTERS.search(text) and names(text[1:]) and not (follow and has_gap(text))
             and not (_asks_again(text) and _asked_before(history))):
         return text  # asks nothing ("continue", "make it shorter"), or names what it is about
-    # which capitals are names is asked of the whole conversation, only where it has a passage
-    named = named_capitals([*(t.text for t in history), text]) if any(
-        len(t.text.split()) > PASSAGE_WORDS for t in history) else frozenset()
-    history = [Turn(t.role, as_prose(t.text, named, passage=PASSAGE_WORDS)) for t in history]
+    # which capitals are names is asked of the whole conversation; a capital that only starts
+    # a sentence is weighed in every user message but the opening (a title capitalises its
+    # words) and in a reply only where it is a passage (a short answer's first word is often
+    # the name it answers with)
+    named = named_capitals([*(t.text for t in history), text])
+    history = [Turn(t.role, as_prose(t.text, named, passage=0 if t.role == "user" and n
+                                     else PASSAGE_WORDS)) for n, t in enumerate(history)]
     salience = conversation_salience(history, phrases or default_phrases()) if follow else None
     opening = next((t.text for t in history if t.role == "user"), history[0].text)
     topics = names(opening)

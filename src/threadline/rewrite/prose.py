@@ -10,13 +10,14 @@ a follow-up can point at or carry:
   "Once", "Remember") read as a name, and a follow-up that named nothing had a dozen of them
   appended.
 
-So before the history is read, code is blanked out; and in a passage (a long message), a
-single capitalised word that starts a sentence, line or list item is written in lower case
-unless the conversation also writes it capitalised where nothing starts (what tells a reader
-it is a name: "Zappa" after "Frank Zappa"), and so is a common word in capitals for emphasis
-("BUT"). A run of capitalised words ("Frank Zappa", "Tower of Hanoi") is left as it is, and so
-are short messages (a title capitalises every word) and the follow-up itself: its own anchors
-are what a rewrite must keep (``anchors``).
+So before the history is read, code is blanked out; and in a user's message after the first,
+and in a passage (a long message) of anyone's, a single capitalised word that starts a
+sentence, line or list item is written in lower case unless the conversation also writes it
+capitalised where nothing starts (what tells a reader it is a name: "Zappa" after "Frank
+Zappa"), and so is a common word in capitals for emphasis ("BUT"). A run of capitalised words
+("Frank Zappa", "Tower of Hanoi") is left as it is, and so are the opening message (a title
+capitalises every word), a short reply (its first word is often the name it answers with)
+and the follow-up itself: its own anchors are what a rewrite must keep (``anchors``).
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ def named_capitals(texts: Iterable[str]) -> frozenset[str]:
 
 
 def as_prose(text: str, named: frozenset[str], *, passage: int) -> str:
-    """``text`` without code and, where it is a passage (over ``passage`` words), its lone
-    capitalised words that only start sentences, lines or list items (not in ``named``) in
-    lower case. A short text (a title, a question, a short answer) keeps its capitals: it
-    has too few sentences to tell, and a title's every word is capitalised."""
+    """``text`` without code and, where it is over ``passage`` words, its lone capitalised
+    words that only start sentences, lines or list items (not in ``named``) in lower case.
+    The caller says which texts may keep their capitals: a title capitalises every word, and
+    a short answer often opens with the name it answers with."""
     text = without_code(text)
     if len(text.split()) <= passage:
         return text
