@@ -3,8 +3,8 @@
 A follow-up that asks nothing ("continue", "make it shorter"; "Can you simplify the code?" asks
 for work on what is at hand, not for information) or that already names what it is about (a
 name or identifier, and no pronoun or other pointer back) is left alone. The history is read as
-prose (``rewrite.prose``: code left out; capitals that only start a passage's sentences are no
-names). Otherwise:
+prose (``rewrite.prose``: code left out; capitals that only start sentences are no names in a
+passage or a user's later message). Otherwise:
 
 - personal pronouns become the conversation's topic (the first name its opening message
   gives); "they" in a conversation about a person becomes the subject of the last answer;
@@ -12,9 +12,12 @@ names). Otherwise:
 - a relative year ("the year before", "the prior year") gets the year it is relative to and the
   year it means;
 - with the salient entities followed (``rewrite.salience``): "it", "they" and a left-out
-  subject become the entity the recent turns are about, a noun left out after a superlative
-  or "one" becomes the kind they are about (``rewrite.ellipsis``), and a short form of an
-  entity is made whole ("plans" → "529 plans");
+  subject become the entity the recent turns are about (one only a reply named is carried in
+  the parenthesis instead, not written in the user's words), a noun left out after a
+  superlative or "one" becomes the kind they are about (``rewrite.ellipsis``), and a short
+  form of an entity is made whole ("plans" → "529 plans");
+- "there" becomes the place the last question named ("in Tokyo", "get to Tokyo"); "What
+  about X?" carries the last short question's other words ("eat", of "What do orcas eat?");
 - what the antecedent was anchored by is carried along, in parentheses: the topic, names in
   the last question, the first names of the last answer, its time anchors and section labels.
 
@@ -336,6 +339,7 @@ def _there(out: str, text: str, history: Sequence[Turn]) -> str:
     place = _place(history)
     if place is None:
         return out
+
     def placed(there: re.Match[str]) -> str:
         # "get there" is "get to Oslo"; "there" alone elsewhere is "in Oslo"
         going = _GOING.search(there.string, 0, there.start())
