@@ -154,9 +154,11 @@ def rewrite(history: Sequence[Turn], text: str, *, follow: bool = True,
     # a sentence is weighed in every user message but the opening (a title capitalises its
     # words) and in a reply only where it is a passage (a short answer's first word is often
     # the name it answers with)
-    named = named_capitals([*(t.text for t in history), text])
-    history = [Turn(t.role, as_prose(t.text, named, passage=0 if t.role == "user" and n
-                                     else PASSAGE_WORDS)) for n, t in enumerate(history)]
+    limits = [0 if t.role == "user" and n else PASSAGE_WORDS for n, t in enumerate(history)]
+    weighed = any(len(t.text.split()) > limit for t, limit in zip(history, limits, strict=True))
+    named = named_capitals([*(t.text for t in history), text]) if weighed else frozenset()
+    history = [Turn(t.role, as_prose(t.text, named, passage=limit))
+               for t, limit in zip(history, limits, strict=True)]
     salience = conversation_salience(history, phrases or default_phrases()) if follow else None
     opening = next((t.text for t in history if t.role == "user"), history[0].text)
     topics = names(opening)
