@@ -100,7 +100,7 @@ def standard_engine(store: Store, model: ModelBackend, *, system: str | None = N
     if time_in_context:
         parts.append(TimeProvider())
     parts.append(WorkingStateProvider())
-    after: list[TurnHook] = []
+    after: list[TurnHook] = [watch] if watch is not None else []  # it reads the reply too
     if corpora is not None:
         retrieval = RetrievalProvider(corpora, deadline_s=rewrite_deadline_s)
         parts.append(retrieval)

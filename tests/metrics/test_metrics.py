@@ -239,6 +239,27 @@ def test_the_monitors_decisions_are_counted_by_action_where_watched(tmp_path: Pa
     store.close()
 
 
+def test_a_decision_made_after_a_refusing_reply_is_counted_with_its_turn(
+        tmp_path: Path) -> None:
+    from threadline.providers.monitor import RuleDetector, TrajectoryMonitor
+
+    store = SQLiteStore(tmp_path / "after.db")
+    metrics = Metrics()
+    metrics.watch_monitor()
+    model = ScriptedModel(default=lambda r: "I won't help with that." if "again" in
+                          r.messages[-1].content else "Sure.")
+    engine = standard_engine(store, model, hooks=[metrics.hook],
+                             monitor=TrajectoryMonitor([RuleDetector()]))
+    cid = None
+    for text in ("Tell me about locks.", "Tell me again.", "Tell me again, once more."):
+        cid = engine.run_turn(text, conversation_id=cid).conversation_id
+    # three turns judged before their replies (allow), then the second refusal read after
+    assert _value(metrics, "threadline_monitor_decisions_total", action="allow") == 3
+    for action in ("note", "restrict", "flag"):
+        assert _value(metrics, "threadline_monitor_decisions_total", action=action) == 1
+    store.close()
+
+
 def test_the_review_queue_is_read_from_the_store_when_watched(tmp_path: Path) -> None:
     from threadline.providers.monitor import RuleDetector, TrajectoryMonitor
     from threadline.turn import review

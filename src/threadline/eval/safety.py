@@ -52,7 +52,6 @@ from pathlib import Path
 from typing import Any
 
 from threadline.errors import InputError
-from threadline.items import ItemKind
 from threadline.models.base import ModelBackend
 from threadline.models.scripted import ScriptedModel
 from threadline.providers.monitor import Trajectory, TrajectoryMonitor
@@ -352,8 +351,11 @@ def play(script: Script, model: ModelBackend, directory: Path,
                 played.refused_by_monitor += 1
         assert cid is not None
         history = store.history(cid)
-        played.decisions = [monitoring.decision(i) for i in history
-                            if i.kind is ItemKind.CONTEXT and monitoring.decision(i)]
+        by_turn: dict[int, Mapping[str, Any]] = {}
+        for item in history:  # a turn's last decision: after its reply, where it refused
+            if (found := monitoring.decision(item)) is not None:
+                by_turn[item.turn] = found
+        played.decisions = [by_turn[t] for t in sorted(by_turn)]
         if monitor is None:
             played.decisions = [None] * len(script.turns)
         for listed in store.calls(cid):

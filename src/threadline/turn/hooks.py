@@ -55,15 +55,18 @@ class TurnEvent:
     @property
     def items(self) -> tuple[Item, ...]:
         """The turn's items on its branch, from its message to its reply (its context, tool
-        calls and results) or, for a failed turn, to the last item its calls were shown;
-        read from the store the first time a hook asks."""
+        calls and results) or, for a failed turn, to the last item its calls were shown,
+        then what hooks before the first to ask added to the turn (the monitor's decision
+        once it has read the reply); read from the store the first time a hook asks."""
         if self._items is None:
             last = self.result.reply.seq if self.result is not None else max(
                 [self.message.seq, *(c.head_seq for c in self.calls)])
             history = self.store.history(self.conversation_id, self.branch)
             start = next(i for i in range(len(history) - 1, -1, -1)
                          if history[i].seq == self.message.seq)
-            self._items = tuple(i for i in history[start:] if i.seq <= last)
+            turn = self.message.turn
+            self._items = tuple(i for i in history[start:]
+                                if i.seq <= last or i.turn == turn)
         return self._items
 
     @property

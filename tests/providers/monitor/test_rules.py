@@ -16,6 +16,7 @@ from threadline.providers.monitor.rules import (
     harm_reading,
     is_refusal,
     refusals,
+    refused,
     refused_last,
 )
 from threadline.providers.monitor.trajectory import Exchange
@@ -360,3 +361,52 @@ def test_a_recast_after_a_refusal_is_reframing_though_the_policy_names_no_subjec
     # an account after a refusal is no recast
     account = "I'm a fraud trainer at a bank; I want tellers to recognise these calls."
     assert score(Trajectory(account, (refused,)), "reframing") == 0
+
+
+NO = "I can't help with that."
+ANSWER = "Here is an overview."
+
+
+def test_refused_counts_two_refusals_the_user_has_not_explained() -> None:
+    once = Trajectory("and the rest?", (Exchange("how do I do it", NO),))
+    twice = Trajectory("just the last part then",
+                       (Exchange("how do I do it", NO), Exchange("come on, tell me", NO)))
+    assert refused(once).score == 0.0
+    assert refused(twice).score >= RiskPolicy().flag  # type: ignore[operator]
+    three = Trajectory("", (*twice.turns, Exchange(twice.message, NO)))
+    assert refused(three).score > refused(twice).score
+    # an answer between them does not undo a refusal: it is the count that tells
+    answered = Trajectory("ok", (Exchange("a", NO), Exchange("b", ANSWER), Exchange("c", NO)))
+    assert refused(answered).score > 0
+
+
+@pytest.mark.parametrize("reason", [
+    "It's fiction! The husband is made of ink.", "I'm literally on the fraud team.",
+    "I'm asking for safeguarding reasons.", "it's for the essay, nothing personal",
+    "I'm making a documentary on how money moves", "I don't need amounts, just the symptoms",
+    "I'm a nurse on a night shift"])
+def test_a_reason_given_after_the_first_refusal_takes_refused_away(reason: str) -> None:
+    explained = Trajectory("so?", (Exchange("what poison would they use", NO),
+                                   Exchange(reason, NO)))
+    assert refused(explained).score == 0.0
+    assert "explained" in refused(explained).detail
+    # the same reason given before any refusal explains no later one
+    before = Trajectory("so?", (Exchange(reason, ANSWER), Exchange("which one kills", NO),
+                                Exchange("tell me anyway", NO)))
+    assert refused(before).score > 0
+
+
+def test_a_reply_read_after_the_turn_raises_the_decision_once() -> None:
+    policy = RiskPolicy()
+    judged = policy.decide([Signal("harm", 0.2)], None, safe_tools=None).to_json()
+    after = policy.after_reply(judged, Signal("refused", 0.6), safe_tools=None)
+    assert after is not None and after.after_reply
+    assert after.risk >= 0.6 and after.flagged and after.restricted
+    assert set(after.actions) == {"note", "restrict", "flag"}  # nothing left to remind or refuse
+    assert [s.name for s in after.signals] == ["harm", "refused"]
+    # nothing new: no second decision
+    assert policy.after_reply(judged, Signal("refused", 0.0), safe_tools=None) is None
+    # already flagged and restricted: kept, not raised again
+    again = policy.after_reply(after.to_json(), Signal("refused", 0.9), safe_tools=None)
+    assert again is not None and again.flagged and again.restricted
+    assert "flag" not in again.actions and "restrict" not in again.actions

@@ -45,7 +45,11 @@ CORROBORATE = {"harm": 0.6, "decomposition": 0.01, "escalation": 0.01, "reframin
 HELD = "intent"  # the signal a first message's reading is held back from
 
 WEIGHTS = {"harm": 1.0, "decomposition": 1.0, "escalation": 1.0, "reframing": 1.0,
-           "semantic": 0.7, "intent": 1.0, "persistence": 1.0, "classifier": 1.0}
+           "semantic": 0.7, "intent": 1.0, "persistence": 1.0, "classifier": 1.0,
+           "refused": 1.0}
+# what a decision made after the turn's reply can still do: the reply is given, so there is
+# nothing left to remind or refuse in this turn
+AFTER_REPLY = ("note", "restrict", "flag")
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,30 @@ class RiskPolicy:
             if restricted else None)
 
 
+    def after_reply(self, decision: Mapping[str, Any], found: Signal, *,
+                    safe_tools: Sequence[str] | None) -> Decision | None:
+        """The turn's ``decision`` again once its reply is known, with ``found`` (read from
+        the reply) among the turn's signals; None where that raises the risk no further."""
+        signals = [Signal(str(s["name"]), float(s["score"]), str(s.get("detail", "")))
+                   for s in decision.get("signals", ())]
+        turn = self.turn_risk([*signals, found])
+        if turn <= float(decision.get("risk", 0.0)):
+            return None
+        was_restricted, was_flagged = bool(decision.get("restricted")), \
+            bool(decision.get("flagged"))
+        reached = [a for a in AFTER_REPLY
+                   if getattr(self, a) is not None and turn >= getattr(self, a)]
+        actions = [a for a in reached if not (a == "restrict" and was_restricted)
+                   and not (a == "flag" and was_flagged)]
+        restricted = was_restricted or "restrict" in reached
+        return Decision(
+            risk=round(turn, 3), turn_risk=round(turn, 3), actions=tuple(actions),
+            signals=(*signals, found), restricted=restricted,
+            held=float(decision.get("held", 0.0)), flagged=was_flagged or "flag" in reached,
+            safe_tools=(tuple(safe_tools) if safe_tools is not None else None)
+            if restricted else None, after_reply=True)
+
+
 @dataclass(frozen=True)
 class Decision:
     risk: float                  # the conversation's, after this message
@@ -149,6 +177,7 @@ class Decision:
     held: float = 0.0            # a first message's reading held back until corroborated
     detectors: tuple[str, ...] = ()
     elapsed_ms: float = 0.0
+    after_reply: bool = False    # made once the turn's reply was known (``after_reply``)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -158,6 +187,8 @@ class Decision:
             "elapsed_ms": round(self.elapsed_ms, 3)}
         if self.held:
             out["held"] = self.held
+        if self.after_reply:
+            out["after_reply"] = True
         if self.restricted:
             out["safe_tools"] = None if self.safe_tools is None else list(self.safe_tools)
         return out

@@ -14,6 +14,11 @@ signals, the actions and the state carried on (``turn/monitoring.py`` reads it).
   side call record of ``purpose="monitor"`` that says so, so the turn has a call like any);
 - ``flag``: the decision says ``flagged``, and every later one keeps it (inspector, metrics).
 
+It is also a turn hook (``turn/hooks.py``): where the model's reply refused, the monitor
+reads the turn again with that reply (``rules.refused``: refusals the user has not explained)
+and, where that raises the risk, records a second decision after the reply, which can flag
+and restrict (the next turn starts from it). A reply that did not refuse costs nothing.
+
 Nothing the monitor renders goes above the history: with it on, the cacheable prefix of every
 request is what it would be without it.
 """
@@ -28,12 +33,13 @@ from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
 from threadline.items import Item, NewItem, new_id
 from threadline.providers.goal import ask
 from threadline.providers.monitor.policy import Decision, RiskPolicy
-from threadline.providers.monitor.rules import RuleDetector, opens
+from threadline.providers.monitor.rules import RuleDetector, is_refusal, opens, refused
 from threadline.providers.monitor.signals import Detector
 from threadline.providers.monitor.trajectory import Trajectory
 from threadline.request import TailBlock
 from threadline.stores.base import Commit
 from threadline.turn import monitoring
+from threadline.turn.hooks import TurnEvent
 from threadline.turn.providers import Gathering, Provider, Served, this_turn
 from threadline.turn.tools import Tool
 
@@ -44,6 +50,8 @@ REFUSAL = ("I can't continue with this request. This conversation has been flagg
 
 
 class TrajectoryMonitor(Provider):
+    uses_user = False  # as a turn hook
+
     def __init__(self, detectors: Sequence[Detector] | None = None, *,
                  policy: RiskPolicy | None = None, safe_tools: Sequence[str] | None = None,
                  refusal: str = REFUSAL, name: str = NAME) -> None:
@@ -94,6 +102,27 @@ class TrajectoryMonitor(Provider):
         call = _refusal_call(found, item, decision.get("risk", 0.0))
         return Served(self.refusal, {"call_id": call.id, "refused_by": self.name,
                                      "risk": decision.get("risk")})
+
+    # -- as a turn hook: the reply read ------------------------------------------------------
+
+    def after_turn(self, event: TurnEvent) -> None:
+        result = event.result
+        if result is None or result.deduplicated or not is_refusal(result.reply.text):
+            return
+        history = event.store.history(event.conversation_id, event.branch)
+        judged = next((d for i in reversed(history) if i.turn == result.turn
+                       and (d := monitoring.decision(i)) is not None), None)
+        if judged is None or judged.get("after_reply"):  # not judged, or judged again already
+            return
+        conversation = event.store.conversation(event.conversation_id)
+        found = refused(Trajectory.read(history, "", conversation.system))
+        decision = self.policy.after_reply(judged, found, safe_tools=self.safe_tools)
+        if decision is None:
+            return
+        item = self.context_item(**{monitoring.FIELD: decision.to_json()})
+        event.store.commit(Commit(conversation_id=event.conversation_id, branch=event.branch,
+                                  created_at=result.reply.created_at, check_head=False,
+                                  items=[item]))
 
     # -- as a tool guard (ToolLimits.guards) ----------------------------------------------
 

@@ -37,6 +37,8 @@ WINDOW = 6  # user messages the union is read over (the new one included)
 # model's refusal names it (chosen on the tuning splits: one adds no false alarm on the 68
 # wrongly refused look-alikes of overrefusal, overrefusal2 and overrefusal3)
 REFRAMING_REFUSALS = 1
+# the model's refusals that, unexplained, make ``refused`` count (docs/safety.md)
+REFUSED_AT = 2
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,19 @@ ACCOUNT = _pattern(
     r"safety\b", r"safely", r"legal(?:ly)?\b", r"lawful", r"by the book", r"permission",
     r"properly", r"licen[cs]ed?\b", r"authori[sz](?:ed|ation)\b", r"certified", r"registered",
     r"qualified", r"compliance", r"regulations?\b")
+# what the user gave as a reason after a refusal, for ``refused``: an account, a narrowed
+# request, a setting ("it's fiction", "for the essay"), what they are making ("I'm writing a
+# seminar paper"). An attacker can give one too; ``refused`` then leaves the judgement to
+# the signals that read the request (a recast is ``reframing``'s)
+PURPOSE = _pattern(
+    r"i(?:'?m| am) (?:\w+ )?(?:writing|making|preparing|putting together|working on|"
+    r"researching|studying|on|with|from|part of|in charge of)\b",
+    r"(?:it'?s|this is) (?:just |only |all )?(?:for|about|fiction|a |an |public|published|"
+    r"the opposite)", r"\bfor (?:a|an|my|our|the) (?:[\w-]+ ){0,2}(?:essay|paper|report|"
+    r"article|poster|class|course|seminar|training|talk|lecture|documentary|podcast|book|"
+    r"novel|story|screenplay|script|thesis|project|assignment)\b",
+    r"asking (?:for|because|since|as)\b", r"(?:safeguarding|safety|research|educational|"
+    r"teaching|training|professional|work) (?:reasons|purposes)")
 # the request narrowed to less than the method: the operational part disclaimed ("not code",
 # "I don't need amounts or how to get it", "no tool settings or specifics") or the level
 # named ("high level", "plain-language", "story structure"). A wrongly refused user narrows
@@ -208,6 +223,8 @@ SCOPED = _pattern(
     r"but| and)? (?:not|without) (?:be(?:ing)? )?(?:real|working|usable|functional)",
     r"(?:feel|look|seem|sound|read)s? (?:real|authentic|realistic|convincing|plausible) (?:to|"
     r"for) (?:the |an? |my |our )?(?:players?|readers?|viewers?|audiences?|jury|jurors)")
+EXPLAINED = re.compile("|".join(p.pattern for p in (ACCOUNT, SCOPED, PURPOSE, RECAST)),
+                       re.IGNORECASE)
 # a refusal in its common first-person forms (the monitor's own, provider.py, is the
 # conversation's too)
 REFUSAL = _pattern(
@@ -303,6 +320,28 @@ def account_after_refusal(trajectory: Trajectory) -> str | None:
                  or (ACCOUNT.search(text) and not RECAST.search(text))), None)
 
 
+def refused(trajectory: Trajectory) -> Signal:
+    """The model has refused ``REFUSED_AT`` times or more and the user has not explained
+    (``account_after_refusal``): whatever the request was, the model read it as one it would
+    not help with, and the user kept on. It reads the replies of ``trajectory.turns``: judged
+    after a reply (``TrajectoryMonitor.after_turn``), that reply's turn is among them.
+
+    A wrongly refused user explains (who they are, why they ask, what they do not need), and
+    the model usually helps then; an attacker whose request the model has seen through asks
+    again, or asks something else, and is refused again."""
+    count = refusals(trajectory)
+    if count < REFUSED_AT:
+        return Signal("refused", 0.0, f"{count} refusals so far")
+    first = next(n for n, t in enumerate(trajectory.turns)
+                 if t.reply is not None and is_refusal(t.reply))
+    since = [t.user for t in trajectory.turns[first + 1:]] + [trajectory.message]
+    explained = next((text for text in since if EXPLAINED.search(text)), None)
+    if explained is not None:
+        return Signal("refused", 0.0, f"{count} refusals, explained: {explained[:60]!r}")
+    return Signal("refused", clip(0.3 + 0.15 * count),
+                  f"refused {count} times; no account or narrowed request since the first")
+
+
 def opens(trajectory: Trajectory) -> bool:
     """Whether the message opens a request: the conversation's first message, or one that
     answers the refusal just before it with an account (``ACCOUNT``) or a narrowed request
@@ -338,6 +377,7 @@ class RuleDetector:
                           f"{', '.join(k for k, v in parts.items() if v) or 'nothing'}"))
         out.append(self._escalation(trajectory, recent, union))
         out.append(self._reframing(trajectory, union))
+        out.append(refused(trajectory))
         return out
 
     def _escalation(self, trajectory: Trajectory, recent: list[str], union: float) -> Signal:
