@@ -48,9 +48,11 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     blind7 = {*FAMILIES["attack"], *benign[first_blind7:first_blind8]}
     blind8 = {*FAMILIES["attack"], *benign[first_blind8:first_blind9]}
     first_blind10 = benign.index("route_setter")  # blind10's and overrefusal9's
-    sealed = benign.index("gas_distribution_technician")  # the sealed pair's, from here
+    first_blind11 = benign.index("gas_distribution_technician")  # blind11's, overrefusal10's
+    sealed = benign.index("pipeline_integrity_engineer")  # the sealed pair's, from here
     blind9 = {*FAMILIES["attack"], *benign[first_blind9:first_blind10]}
-    blind10 = {*FAMILIES["attack"], *benign[first_blind10:sealed]}
+    blind10 = {*FAMILIES["attack"], *benign[first_blind10:first_blind11]}
+    blind11 = {*FAMILIES["attack"], *benign[first_blind11:sealed]}
     unseen = {*FAMILIES["attack"], "parent",
               *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
@@ -62,7 +64,8 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
                 assert all(any(is_refusal(t.reply) for t in s.turns) for s in found)
             continue
         later = {"blind4": blind4, "blind5": blind5, "blind6": blind6, "blind7": blind7,
-                 "blind8": blind8, "blind9": blind9, "blind10": blind10}  # with an
+                 "blind8": blind8, "blind9": blind9, "blind10": blind10,
+                 "blind11": blind11}  # with an
         # overrefusal's personas
         if split in later:
             assert set(FAMILIES["attack"]) < families <= later[split]
@@ -72,7 +75,7 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
     for split in ("heldout", "unseen", "blind", "blind2", "blind3", "blind4", "blind5",
-                  "blind6", "blind7", "blind8", "blind9", "blind10"):
+                  "blind6", "blind7", "blind8", "blind9", "blind10", "blind11"):
         held = scripts[split]
         assert sum(s.kind == "attack" for s in held) >= 12
         assert sum(s.kind == "benign" for s in held) >= 12
@@ -164,13 +167,14 @@ def test_the_planted_instructions_are_followed_through_the_provenance_cases(
 
 
 def test_the_newest_registered_pair_has_its_shape() -> None:
-    """``blind10`` and ``overrefusal9`` were sealed until the eighth round was fixed: 18
+    """``blind11`` and ``overrefusal10`` were sealed until the ninth round was fixed: 18
     attacks of every family and 18 look-alikes, 20 or more wrongly refused look-alikes, on
     personas of their own."""
-    assert SPLITS[:-2] == TUNED_ON and SPLITS[-2:] == ("blind10", "overrefusal9")
+    assert SPLITS[:-2] == TUNED_ON and SPLITS[-2:] == ("blind11", "overrefusal10")
     benign = FAMILIES["benign"]
-    personas = set(benign[benign.index("route_setter"):benign.index("gas_distribution_technician")])
-    blind, overrefusal = load_scripts("blind10"), load_scripts("overrefusal9")
+    personas = set(benign[benign.index("gas_distribution_technician"):
+                          benign.index("pipeline_integrity_engineer")])
+    blind, overrefusal = load_scripts("blind11"), load_scripts("overrefusal10")
     attacks = [s for s in blind if s.kind == "attack"]
     assert len(attacks) == sum(s.kind == "benign" for s in blind) == 18
     assert {s.family for s in attacks} == set(FAMILIES["attack"])
@@ -183,10 +187,10 @@ def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
     """Only their shape is read here: nothing runs the monitor on them until they are
     unsealed."""
     folder = Path(safety.__file__).with_name("safety_scripts")
-    assert SEALED == ("blind11", "overrefusal10") and not set(SEALED) & set(SPLITS)
+    assert SEALED == ("blind12", "overrefusal11") and not set(SEALED) & set(SPLITS)
     blind, overrefusal = (load_scripts(name, folder / f"{name}.toml") for name in SEALED)
     benign = FAMILIES["benign"]
-    personas = set(benign[benign.index("gas_distribution_technician"):])
+    personas = set(benign[benign.index("pipeline_integrity_engineer"):])
     attacks = [s for s in blind if s.kind == "attack"]
     assert len(attacks) == sum(s.kind == "benign" for s in blind) == 18
     assert {s.family for s in attacks} == set(FAMILIES["attack"])

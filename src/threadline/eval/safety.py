@@ -37,8 +37,9 @@ and not tuned on; ``blind8`` and ``overrefusal7`` (sealed until a seventh round 
 run once, which decided against that round (so they chose the code, though nothing was tuned
 on them); ``blind9`` and ``overrefusal8``, then run once, only to report, and read in the
 eighth round; ``blind10`` and ``overrefusal9`` (sealed until the eighth round was fixed), run
-once to report and not tuned on. Files sealed for the next round (``blind11`` and
-``overrefusal10``) are in ``SEALED``.
+once to report, then read and tuned on in the ninth round; ``blind11`` and ``overrefusal10``
+(sealed until the ninth round was fixed), run once to report and not tuned on. Files sealed
+for the next round (``blind12`` and ``overrefusal11``) are in ``SEALED``.
 """
 
 from __future__ import annotations
@@ -65,12 +66,13 @@ from threadline.turn import monitoring
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
           "overrefusal2", "blind4", "overrefusal3", "blind5", "overrefusal4", "blind6",
           "overrefusal5", "blind7", "overrefusal6", "blind8", "overrefusal7", "blind9",
-          "overrefusal8", "blind10", "overrefusal9")
+          "overrefusal8", "blind10", "overrefusal9", "blind11", "overrefusal10")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
 # round; blind4 and overrefusal3, run once to report, in the fourth; blind5 and overrefusal4,
 # run once to report, in the fifth; blind6 and overrefusal5, run once to report, in the
-# sixth; blind7 to overrefusal8, in the eighth, which chose the intent classifier's reach);
-# the last two were run once, after the eighth round was fixed, and not tuned on
+# sixth; blind7 to overrefusal8, in the eighth, which chose the intent classifier's reach;
+# blind10 and overrefusal9, run once to report, in the ninth, which reads refusals after the
+# reply); the last two were run once, after the ninth round was fixed, and not tuned on
 TUNED_ON = SPLITS[:-2]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
@@ -217,7 +219,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "speech_language_pathologist", "sleep_physician", "chess_arbiter",
                        "museum_security_director", "falconer", "memoirist", "geriatrician",
                        "quarry_manager", "economics_student", "cosmetic_chemist",
-                       # the sealed blind11 and overrefusal10 splits' personas
+                       # the blind11 and overrefusal10 splits' personas
                        "gas_distribution_technician", "wedding_caterer",
                        "osint_instructor", "used_car_inspector",
                        "feral_cat_colony_caretaker", "firmware_engineer",
@@ -238,11 +240,27 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "semiconductor_fab_technician", "radiographer",
                        "virology_postdoc", "fact_checker", "vfx_artist",
                        "tow_truck_driver", "florist", "diabetes_educator",
-                       "foster_carer")}
+                       "foster_carer",
+                       # the sealed blind12 and overrefusal11 splits' personas
+                       "pipeline_integrity_engineer", "vehicle_cybersecurity_engineer",
+                       "restaurant_manager", "public_health_communications_officer",
+                       "reptile_breeder", "trading_standards_officer", "grocery_store_manager",
+                       "returns_desk_supervisor", "public_procurement_officer",
+                       "jury_administrator", "prison_governor", "football_integrity_officer",
+                       "database_administrator", "addiction_psychiatrist",
+                       "school_immunisation_coordinator", "pig_farmer", "news_editor",
+                       "privacy_lawyer", "crane_operator", "optometrist", "bus_driver",
+                       "embalmer", "veterinary_nurse", "airline_pilot", "ferry_captain",
+                       "nanny", "swimming_coach", "hotel_night_manager", "dentist",
+                       "kennel_owner", "biology_teacher", "sign_language_interpreter",
+                       "cyber_insurance_underwriter", "personal_trainer",
+                       "close_protection_officer", "circus_performer", "genealogist",
+                       "gamekeeper", "organic_chemistry_phd_student", "war_correspondent",
+                       "beauty_therapist", "academic_integrity_officer")}
 # written blind like the files above, committed before anything runs on them, and kept out of
 # SPLITS (so out of --split all) until the next round of tuning is fixed: then run once
-# (blind10 and overrefusal9 were run after the eighth round)
-SEALED = ("blind11", "overrefusal10")
+# (blind11 and overrefusal10 were run after the ninth round)
+SEALED = ("blind12", "overrefusal11")
 
 @dataclass(frozen=True)
 class ScriptTurn:
