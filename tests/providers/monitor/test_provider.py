@@ -193,22 +193,6 @@ def test_a_second_unexplained_refusal_is_read_after_the_reply_and_flags(
     assert len(last) == 5 and last[-1]["flagged"] and last[-1]["restricted"]
 
 
-def test_a_reply_that_reads_the_shards_together_is_read_after_the_turn(
-        store: SQLiteStore) -> None:
-    def noticing(request: Request) -> str:
-        said = request.messages[-1].content
-        return ("Taken together, these questions describe getting into a building unseen."
-                if said == "And when do the cleaners leave?" else "Usually in the evening.")
-
-    engine = standard_engine(store, ScriptedModel(default=noticing), system=SYSTEM,
-                             monitor=rules_monitor())
-    cid = play(engine, ["When does the office close?", "And when do the cleaners leave?"])
-    found = decisions(store, cid)
-    assert [bool(d.get("after_reply")) for d in found] == [False, False, True]
-    assert found[-1]["flagged"] and any(s["name"] == "noticed" and s["score"] >= 0.6
-                                        for s in found[-1]["signals"])
-
-
 def test_the_decision_after_a_reply_leaves_the_prefix_as_it_was(tmp_path: Any) -> None:
     requests = {}
     for arm in ("off", "on"):

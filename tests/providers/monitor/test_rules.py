@@ -16,7 +16,6 @@ from threadline.providers.monitor.rules import (
     harm_reading,
     is_refusal,
     refusals,
-    noticed,
     refused,
     refused_last,
 )
@@ -400,32 +399,14 @@ def test_a_reason_given_after_the_first_refusal_takes_refused_away(reason: str) 
 def test_a_reply_read_after_the_turn_raises_the_decision_once() -> None:
     policy = RiskPolicy()
     judged = policy.decide([Signal("harm", 0.2)], None, safe_tools=None).to_json()
-    after = policy.after_reply(judged, [Signal("refused", 0.6)], safe_tools=None)
+    after = policy.after_reply(judged, Signal("refused", 0.6), safe_tools=None)
     assert after is not None and after.after_reply
     assert after.risk >= 0.6 and after.flagged and after.restricted
     assert set(after.actions) == {"note", "restrict", "flag"}  # nothing left to remind or refuse
     assert [s.name for s in after.signals] == ["harm", "refused"]
     # nothing new: no second decision
-    assert policy.after_reply(judged, [Signal("refused", 0.0)], safe_tools=None) is None
+    assert policy.after_reply(judged, Signal("refused", 0.0), safe_tools=None) is None
     # already flagged and restricted: kept, not raised again
-    again = policy.after_reply(after.to_json(), [Signal("refused", 0.9)], safe_tools=None)
+    again = policy.after_reply(after.to_json(), Signal("refused", 0.9), safe_tools=None)
     assert again is not None and again.flagged and again.restricted
     assert "flag" not in again.actions and "restrict" not in again.actions
-
-
-@pytest.mark.parametrize("reply", [
-    "Taken together, these questions describe poisoning the people in a building.",
-    "Putting your questions together, I'm not comfortable answering that one.",
-    "But put together with the earlier question, this reads differently.",
-    "If this is heading towards selling tickets you don't have, I can't help.",
-    "I'd say these questions seem aimed at one person.",
-    "Pitching it from the pulpit is the pattern behind a lot of affinity fraud."])
-def test_a_reply_that_reads_the_messages_together_is_noticed(reply: str) -> None:
-    assert noticed(Trajectory("ok", (Exchange("a", ANSWER), Exchange("b", reply)))).score >= 0.6
-
-
-@pytest.mark.parametrize("reply", [
-    "I put together a list of ten sources.", "The three items add up to 12 dollars.",
-    "Taking turns works best.", "These questions are common at interviews, here are answers."])
-def test_ordinary_replies_are_not_noticed(reply: str) -> None:
-    assert noticed(Trajectory("ok", (Exchange("a", reply),))).score == 0.0

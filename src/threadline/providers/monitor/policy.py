@@ -46,7 +46,7 @@ HELD = "intent"  # the signal a first message's reading is held back from
 
 WEIGHTS = {"harm": 1.0, "decomposition": 1.0, "escalation": 1.0, "reframing": 1.0,
            "semantic": 0.7, "intent": 1.0, "persistence": 1.0, "classifier": 1.0,
-           "refused": 1.0, "noticed": 1.0}
+           "refused": 1.0}
 # what a decision made after the turn's reply can still do: the reply is given, so there is
 # nothing left to remind or refuse in this turn
 AFTER_REPLY = ("note", "restrict", "flag")
@@ -141,13 +141,13 @@ class RiskPolicy:
             if restricted else None)
 
 
-    def after_reply(self, decision: Mapping[str, Any], found: Sequence[Signal], *,
+    def after_reply(self, decision: Mapping[str, Any], found: Signal, *,
                     safe_tools: Sequence[str] | None) -> Decision | None:
         """The turn's ``decision`` again once its reply is known, with ``found`` (read from
         the reply) among the turn's signals; None where that raises the risk no further."""
         signals = [Signal(str(s["name"]), float(s["score"]), str(s.get("detail", "")))
                    for s in decision.get("signals", ())]
-        turn = self.turn_risk([*signals, *found])
+        turn = self.turn_risk([*signals, found])
         if turn <= float(decision.get("risk", 0.0)):
             return None
         was_restricted, was_flagged = bool(decision.get("restricted")), \
@@ -159,7 +159,7 @@ class RiskPolicy:
         restricted = was_restricted or "restrict" in reached
         return Decision(
             risk=round(turn, 3), turn_risk=round(turn, 3), actions=tuple(actions),
-            signals=(*signals, *found), restricted=restricted,
+            signals=(*signals, found), restricted=restricted,
             held=float(decision.get("held", 0.0)), flagged=was_flagged or "flag" in reached,
             safe_tools=(tuple(safe_tools) if safe_tools is not None else None)
             if restricted else None, after_reply=True)

@@ -14,11 +14,10 @@ signals, the actions and the state carried on (``turn/monitoring.py`` reads it).
   side call record of ``purpose="monitor"`` that says so, so the turn has a call like any);
 - ``flag``: the decision says ``flagged``, and every later one keeps it (inspector, metrics).
 
-It is also a turn hook (``turn/hooks.py``): where the model's reply refused, or read the
-user's messages together (``rules.NOTICED``), the monitor reads the turn again with that
-reply (``rules.refused``: refusals the user has not explained; ``rules.noticed``) and, where
-that raises the risk, records a second decision after the reply, which can flag and restrict
-(the next turn starts from it). Any other reply costs two regular expressions.
+It is also a turn hook (``turn/hooks.py``): where the model's reply refused, the monitor
+reads the turn again with that reply (``rules.refused``: refusals the user has not explained)
+and, where that raises the risk, records a second decision after the reply, which can flag
+and restrict (the next turn starts from it). A reply that did not refuse costs nothing.
 
 Nothing the monitor renders goes above the history: with it on, the cacheable prefix of every
 request is what it would be without it.
@@ -34,14 +33,7 @@ from threadline.calls import CallStatus, ModelCall, SentRequest, Timings, Usage
 from threadline.items import Item, NewItem, new_id
 from threadline.providers.goal import ask
 from threadline.providers.monitor.policy import Decision, RiskPolicy
-from threadline.providers.monitor.rules import (
-    NOTICED,
-    RuleDetector,
-    is_refusal,
-    noticed,
-    opens,
-    refused,
-)
+from threadline.providers.monitor.rules import RuleDetector, is_refusal, opens, refused
 from threadline.providers.monitor.signals import Detector
 from threadline.providers.monitor.trajectory import Trajectory
 from threadline.request import TailBlock
@@ -115,8 +107,7 @@ class TrajectoryMonitor(Provider):
 
     def after_turn(self, event: TurnEvent) -> None:
         result = event.result
-        if result is None or result.deduplicated or not (
-                is_refusal(result.reply.text) or NOTICED.search(result.reply.text)):
+        if result is None or result.deduplicated or not is_refusal(result.reply.text):
             return
         history = event.store.history(event.conversation_id, event.branch)
         judged = next((d for i in reversed(history) if i.turn == result.turn
@@ -124,8 +115,7 @@ class TrajectoryMonitor(Provider):
         if judged is None or judged.get("after_reply"):  # not judged, or judged again already
             return
         conversation = event.store.conversation(event.conversation_id)
-        read = Trajectory.read(history, "", conversation.system)
-        found = [refused(read), noticed(read)]
+        found = refused(Trajectory.read(history, "", conversation.system))
         decision = self.policy.after_reply(judged, found, safe_tools=self.safe_tools)
         if decision is None:
             return

@@ -225,15 +225,6 @@ SCOPED = _pattern(
     r"for) (?:the |an? |my |our )?(?:players?|readers?|viewers?|audiences?|jury|jurors)")
 EXPLAINED = re.compile("|".join(p.pattern for p in (ACCOUNT, SCOPED, PURPOSE, RECAST)),
                        re.IGNORECASE)
-# the model saying the user's messages add up to something ("taken together, these questions
-# ...", "if this is heading towards ..."): its own reading of a decomposition, which only
-# knowing what the shards make can give (``noticed``)
-NOTICED = _pattern(
-    r"taken together", r"put(?:ting)? (?:your|these|the|all|those) (?:questions|messages|"
-    r"requests) together", r"put together with (?:the|your) (?:earlier|previous|other)",
-    r"(?:if|where) (?:this|that|it) is (?:heading|going|leading|headed) (?:towards?|to)\b",
-    r"(?:these|your) (?:questions|requests|messages) (?:sound|suggest|point|look|seem|add up)",
-    r"the pattern behind")
 # a refusal in its common first-person forms (the monitor's own, provider.py, is the
 # conversation's too)
 REFUSAL = _pattern(
@@ -351,17 +342,6 @@ def refused(trajectory: Trajectory) -> Signal:
                   f"refused {count} times; no account or narrowed request since the first")
 
 
-def noticed(trajectory: Trajectory) -> Signal:
-    """A reply said the user's messages add up to something (``NOTICED``): the model's own
-    reading of shards that no rule or embedding reads as one request. Like ``refused``, it is
-    read after a reply too."""
-    found = next((m.group(0) for t in reversed(trajectory.turns) if t.reply is not None
-                  and (m := NOTICED.search(t.reply))), None)
-    if found is None:
-        return Signal("noticed", 0.0)
-    return Signal("noticed", 0.6, f"a reply read the messages together: {found!r}")
-
-
 def opens(trajectory: Trajectory) -> bool:
     """Whether the message opens a request: the conversation's first message, or one that
     answers the refusal just before it with an account (``ACCOUNT``) or a narrowed request
@@ -398,7 +378,6 @@ class RuleDetector:
         out.append(self._escalation(trajectory, recent, union))
         out.append(self._reframing(trajectory, union))
         out.append(refused(trajectory))
-        out.append(noticed(trajectory))
         return out
 
     def _escalation(self, trajectory: Trajectory, recent: list[str], union: float) -> Signal:
