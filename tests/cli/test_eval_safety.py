@@ -15,15 +15,16 @@ def test_reports_every_split_on_the_scripted_model(tl: Invoke) -> None:
                                      "overrefusal3", "blind5", "overrefusal4", "blind6",
                                      "overrefusal5", "blind7", "overrefusal6", "blind8",
                                      "overrefusal7", "blind9", "overrefusal8", "blind10",
-                                     "overrefusal9", "blind11", "overrefusal10"}
+                                     "overrefusal9", "blind11", "overrefusal10", "blind12",
+                                     "overrefusal11"}
     # the last two were run once and not tuned on; sealed files are not registered
     assert [name for name, split in report["splits"].items() if not split["tuned_on"]] == [
-        "blind11", "overrefusal10"]
+        "blind12", "overrefusal11"]
     assert report["splits"]["overrefusal"]["detection_rate"]["conversation"] is None
     assert report["detectors"] == ["rules"]
     human = tl("eval", "safety", "--model", "scripted", "--no-embeddings", "--no-planted",
-               "--split", "blind11")
-    assert human.code == 0 and "blind11 (held out)" in human.out and \
+               "--split", "blind12")
+    assert human.code == 0 and "blind12 (held out)" in human.out and \
         "per message" in human.out
 
 

@@ -49,10 +49,12 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
     blind8 = {*FAMILIES["attack"], *benign[first_blind8:first_blind9]}
     first_blind10 = benign.index("route_setter")  # blind10's and overrefusal9's
     first_blind11 = benign.index("gas_distribution_technician")  # blind11's, overrefusal10's
-    sealed = benign.index("pipeline_integrity_engineer")  # the sealed pair's, from here
+    first_blind12 = benign.index("pipeline_integrity_engineer")  # blind12's, overrefusal11's
+    sealed = benign.index("aviation_fuel_technician")  # the sealed pair's, from here
     blind9 = {*FAMILIES["attack"], *benign[first_blind9:first_blind10]}
     blind10 = {*FAMILIES["attack"], *benign[first_blind10:first_blind11]}
-    blind11 = {*FAMILIES["attack"], *benign[first_blind11:sealed]}
+    blind11 = {*FAMILIES["attack"], *benign[first_blind11:first_blind12]}
+    blind12 = {*FAMILIES["attack"], *benign[first_blind12:sealed]}
     unseen = {*FAMILIES["attack"], "parent",
               *(everyone - heldout - blind - blind2 - set(benign[first_blind3:]))}
     for split, found in scripts.items():
@@ -65,7 +67,7 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
             continue
         later = {"blind4": blind4, "blind5": blind5, "blind6": blind6, "blind7": blind7,
                  "blind8": blind8, "blind9": blind9, "blind10": blind10,
-                 "blind11": blind11}  # with an
+                 "blind11": blind11, "blind12": blind12}  # with an
         # overrefusal's personas
         if split in later:
             assert set(FAMILIES["attack"]) < families <= later[split]
@@ -75,7 +77,7 @@ def test_the_shipped_splits_cover_every_family_and_share_no_script() -> None:
         assert all(s.single for s in found if s.kind == "attack")
         assert all(s.split == split for s in found)
     for split in ("heldout", "unseen", "blind", "blind2", "blind3", "blind4", "blind5",
-                  "blind6", "blind7", "blind8", "blind9", "blind10", "blind11"):
+                  "blind6", "blind7", "blind8", "blind9", "blind10", "blind11", "blind12"):
         held = scripts[split]
         assert sum(s.kind == "attack" for s in held) >= 12
         assert sum(s.kind == "benign" for s in held) >= 12
@@ -167,14 +169,14 @@ def test_the_planted_instructions_are_followed_through_the_provenance_cases(
 
 
 def test_the_newest_registered_pair_has_its_shape() -> None:
-    """``blind11`` and ``overrefusal10`` were sealed until the ninth round was fixed: 18
+    """``blind12`` and ``overrefusal11`` were sealed until the tenth round was fixed: 18
     attacks of every family and 18 look-alikes, 20 or more wrongly refused look-alikes, on
     personas of their own."""
-    assert SPLITS[:-2] == TUNED_ON and SPLITS[-2:] == ("blind11", "overrefusal10")
+    assert SPLITS[:-2] == TUNED_ON and SPLITS[-2:] == ("blind12", "overrefusal11")
     benign = FAMILIES["benign"]
-    personas = set(benign[benign.index("gas_distribution_technician"):
-                          benign.index("pipeline_integrity_engineer")])
-    blind, overrefusal = load_scripts("blind11"), load_scripts("overrefusal10")
+    personas = set(benign[benign.index("pipeline_integrity_engineer"):
+                          benign.index("aviation_fuel_technician")])
+    blind, overrefusal = load_scripts("blind12"), load_scripts("overrefusal11")
     attacks = [s for s in blind if s.kind == "attack"]
     assert len(attacks) == sum(s.kind == "benign" for s in blind) == 18
     assert {s.family for s in attacks} == set(FAMILIES["attack"])
@@ -187,10 +189,10 @@ def test_the_sealed_splits_are_valid_scripts_kept_out_of_every_run() -> None:
     """Only their shape is read here: nothing runs the monitor on them until they are
     unsealed."""
     folder = Path(safety.__file__).with_name("safety_scripts")
-    assert SEALED == ("blind12", "overrefusal11") and not set(SEALED) & set(SPLITS)
+    assert SEALED == ("blind13", "overrefusal12") and not set(SEALED) & set(SPLITS)
     blind, overrefusal = (load_scripts(name, folder / f"{name}.toml") for name in SEALED)
     benign = FAMILIES["benign"]
-    personas = set(benign[benign.index("pipeline_integrity_engineer"):])
+    personas = set(benign[benign.index("aviation_fuel_technician"):])
     attacks = [s for s in blind if s.kind == "attack"]
     assert len(attacks) == sum(s.kind == "benign" for s in blind) == 18
     assert {s.family for s in attacks} == set(FAMILIES["attack"])

@@ -16,10 +16,10 @@ from threadline.models import MODELS
 
 @click.command()
 @click.option("--split", type=click.Choice([*SPLITS, "all"]), default="all", show_default=True,
-              help="The scripts to run: dev, seen, heldout, unseen, blind, blind2 to blind9, "
-                   "or overrefusal to overrefusal8 (look-alikes the model wrongly refuses): "
+              help="The scripts to run: dev, seen, heldout, unseen, blind, blind2 to blind11, "
+                   "or overrefusal to overrefusal10 (look-alikes the model wrongly refuses): "
                    "the monitor was tuned on them (the later ones each run once to report "
-                   "first); blind10 or overrefusal9 (written blind to it, run once, never "
+                   "first); blind12 or overrefusal11 (written blind to it, run once, never "
                    "tuned on); or all (each reported apart).")
 @click.option("--model", "model_name", type=click.Choice(sorted(MODELS)), default="local",
               show_default=True,

@@ -38,8 +38,10 @@ run once, which decided against that round (so they chose the code, though nothi
 on them); ``blind9`` and ``overrefusal8``, then run once, only to report, and read in the
 eighth round; ``blind10`` and ``overrefusal9`` (sealed until the eighth round was fixed), run
 once to report, then read and tuned on in the ninth round; ``blind11`` and ``overrefusal10``
-(sealed until the ninth round was fixed), run once to report and not tuned on. Files sealed
-for the next round (``blind12`` and ``overrefusal11``) are in ``SEALED``.
+(sealed until the ninth round was fixed), run once to report, then read in a tenth round
+that was taken back; ``blind12`` and ``overrefusal11`` (sealed until that tenth round was
+fixed), run once, which decided against it, and not tuned on. Files sealed for the next
+round (``blind13`` and ``overrefusal12``) are in ``SEALED``.
 """
 
 from __future__ import annotations
@@ -66,13 +68,15 @@ from threadline.turn import monitoring
 SPLITS = ("dev", "seen", "heldout", "unseen", "blind", "blind2", "overrefusal", "blind3",
           "overrefusal2", "blind4", "overrefusal3", "blind5", "overrefusal4", "blind6",
           "overrefusal5", "blind7", "overrefusal6", "blind8", "overrefusal7", "blind9",
-          "overrefusal8", "blind10", "overrefusal9", "blind11", "overrefusal10")
+          "overrefusal8", "blind10", "overrefusal9", "blind11", "overrefusal10", "blind12",
+          "overrefusal11")
 # each was read, then tuned on (blind3 and overrefusal2, run once to report, in the third
 # round; blind4 and overrefusal3, run once to report, in the fourth; blind5 and overrefusal4,
 # run once to report, in the fifth; blind6 and overrefusal5, run once to report, in the
 # sixth; blind7 to overrefusal8, in the eighth, which chose the intent classifier's reach;
 # blind10 and overrefusal9, run once to report, in the ninth, which reads refusals after the
-# reply); the last two were run once, after the ninth round was fixed, and not tuned on
+# reply; blind11 and overrefusal10, run once to report, in a tenth, taken back); the last two
+# were run once, after the tenth round was fixed, and decided against it
 TUNED_ON = SPLITS[:-2]
 KINDS = ("attack", "benign")
 FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
@@ -241,7 +245,7 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "virology_postdoc", "fact_checker", "vfx_artist",
                        "tow_truck_driver", "florist", "diabetes_educator",
                        "foster_carer",
-                       # the sealed blind12 and overrefusal11 splits' personas
+                       # the blind12 and overrefusal11 splits' personas
                        "pipeline_integrity_engineer", "vehicle_cybersecurity_engineer",
                        "restaurant_manager", "public_health_communications_officer",
                        "reptile_breeder", "trading_standards_officer", "grocery_store_manager",
@@ -256,11 +260,27 @@ FAMILIES = {"attack": ("escalation", "decomposition", "roleplay"),
                        "cyber_insurance_underwriter", "personal_trainer",
                        "close_protection_officer", "circus_performer", "genealogist",
                        "gamekeeper", "organic_chemistry_phd_student", "war_correspondent",
-                       "beauty_therapist", "academic_integrity_officer")}
+                       "beauty_therapist", "academic_integrity_officer",
+                       # the sealed blind13 and overrefusal12 splits' personas
+                       "aviation_fuel_technician", "care_home_manager",
+                       "leisure_centre_duty_manager", "fisheries_officer",
+                       "controlled_drugs_accountable_officer", "web_accessibility_consultant",
+                       "parking_services_manager", "indirect_tax_consultant",
+                       "conveyancing_solicitor", "corporate_security_manager",
+                       "sanctions_analyst", "smart_contract_auditor", "asbestos_surveyor",
+                       "copyright_lawyer", "insider_threat_analyst", "guardian_ad_litem",
+                       "access_control_engineer", "gp_practice_manager", "probation_officer",
+                       "driving_instructor", "crash_reconstructionist", "doula",
+                       "lighting_designer", "hairdresser", "nail_technician", "printmaker",
+                       "physics_teacher", "pe_teacher", "clinical_toxicologist",
+                       "rape_crisis_counsellor", "cybercrime_detective", "asylum_caseworker",
+                       "stand_up_comedian", "childrens_author", "pharmacy_student",
+                       "veterinary_student", "mma_cutman", "fishmonger", "candle_maker",
+                       "open_source_maintainer", "park_ranger", "court_reporter")}
 # written blind like the files above, committed before anything runs on them, and kept out of
 # SPLITS (so out of --split all) until the next round of tuning is fixed: then run once
-# (blind11 and overrefusal10 were run after the ninth round)
-SEALED = ("blind12", "overrefusal11")
+# (blind12 and overrefusal11 were run after the tenth round)
+SEALED = ("blind13", "overrefusal12")
 
 @dataclass(frozen=True)
 class ScriptTurn:
