@@ -140,7 +140,6 @@ class RiskPolicy:
             safe_tools=(tuple(safe_tools) if safe_tools is not None else None)
             if restricted else None)
 
-
     def after_reply(self, decision: Mapping[str, Any], found: Signal, *,
                     safe_tools: Sequence[str] | None) -> Decision | None:
         """The turn's ``decision`` again once its reply is known, with ``found`` (read from

@@ -321,10 +321,11 @@ def account_after_refusal(trajectory: Trajectory) -> str | None:
 
 
 def refused(trajectory: Trajectory) -> Signal:
-    """The model has refused ``REFUSED_AT`` times or more and the user has not explained
-    (``account_after_refusal``): whatever the request was, the model read it as one it would
-    not help with, and the user kept on. It reads the replies of ``trajectory.turns``: judged
-    after a reply (``TrajectoryMonitor.after_turn``), that reply's turn is among them.
+    """The model has refused ``REFUSED_AT`` times or more and the user has given no reason
+    (``EXPLAINED``) since the first refusal: whatever the request was, the model read it as
+    one it would not help with, and the user kept on. It reads the replies of
+    ``trajectory.turns``: judged after a reply (``TrajectoryMonitor.after_turn``), that
+    reply's turn is among them.
 
     A wrongly refused user explains (who they are, why they ask, what they do not need), and
     the model usually helps then; an attacker whose request the model has seen through asks
@@ -339,7 +340,7 @@ def refused(trajectory: Trajectory) -> Signal:
     if explained is not None:
         return Signal("refused", 0.0, f"{count} refusals, explained: {explained[:60]!r}")
     return Signal("refused", clip(0.3 + 0.15 * count),
-                  f"refused {count} times; no account or narrowed request since the first")
+                  f"refused {count} times; no reason given since the first")
 
 
 def opens(trajectory: Trajectory) -> bool:
