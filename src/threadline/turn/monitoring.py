@@ -3,7 +3,8 @@
 A trajectory monitor (``providers/monitor/``) records one decision per turn as the ``monitor``
 field of its context item: the conversation's risk after the turn's message, the signals it
 was judged on, the actions the risk maps to, and the state it carries to the next turn
-(``restricted``: tools limited to a safe set for the rest of the conversation). The tool
+(``restricted``: tools limited to a safe set for the rest of the conversation); and a second
+one after the reply where the reply raised the risk (``after_reply``). The tool
 guard, the inspector and the metrics read decisions through this module, so none of them
 depends on the monitor itself; a decision is data in the log like any other item.
 """
