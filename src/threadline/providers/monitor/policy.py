@@ -124,12 +124,32 @@ class RiskPolicy:
                                   first=previous is None if first is None else first)
         turn = self.turn_risk(signals)
         carried = self.decay * float(previous.get("risk", 0.0)) if previous else 0.0
-        risk = max(turn, carried)
-        reached = [a for a in ACTIONS
+        return self._decision(max(turn, carried), turn, signals, previous, ACTIONS,
+                              safe_tools=safe_tools, held=held)
+
+    def after_reply(self, decision: Mapping[str, Any], found: Signal, *,
+                    safe_tools: Sequence[str] | None) -> Decision | None:
+        """The turn's ``decision`` again once its reply is known, with ``found`` (read from
+        the reply) among the turn's signals; None where that raises the risk no further."""
+        signals = [Signal(str(s["name"]), float(s["score"]), str(s.get("detail", "")))
+                   for s in decision.get("signals", ())]
+        signals.append(found)
+        turn = self.turn_risk(signals)
+        if turn <= float(decision.get("risk", 0.0)):
+            return None
+        return self._decision(turn, turn, signals, decision, AFTER_REPLY, safe_tools=safe_tools,
+                              held=float(decision.get("held", 0.0)), after_reply=True)
+
+    def _decision(self, risk: float, turn: float, signals: Sequence[Signal],
+                  previous: Mapping[str, Any] | None, allowed: Sequence[str], *,
+                  safe_tools: Sequence[str] | None, held: float,
+                  after_reply: bool = False) -> Decision:
+        """The actions of ``allowed`` that ``risk`` reaches; a flag and a restriction are
+        raised once and kept: later decisions carry ``previous``'s state."""
+        reached = [a for a in allowed
                    if getattr(self, a) is not None and risk >= getattr(self, a)]
         was_restricted = bool(previous and previous.get("restricted"))
         was_flagged = bool(previous and previous.get("flagged"))
-        # a flag and a restriction are raised once and kept: later turns carry the state
         actions = [a for a in reached if not (a == "restrict" and was_restricted)
                    and not (a == "flag" and was_flagged)]
         restricted = was_restricted or "restrict" in reached
@@ -138,30 +158,7 @@ class RiskPolicy:
             signals=tuple(signals), restricted=restricted, held=round(held, 3),
             flagged=was_flagged or "flag" in reached,
             safe_tools=(tuple(safe_tools) if safe_tools is not None else None)
-            if restricted else None)
-
-    def after_reply(self, decision: Mapping[str, Any], found: Signal, *,
-                    safe_tools: Sequence[str] | None) -> Decision | None:
-        """The turn's ``decision`` again once its reply is known, with ``found`` (read from
-        the reply) among the turn's signals; None where that raises the risk no further."""
-        signals = [Signal(str(s["name"]), float(s["score"]), str(s.get("detail", "")))
-                   for s in decision.get("signals", ())]
-        turn = self.turn_risk([*signals, found])
-        if turn <= float(decision.get("risk", 0.0)):
-            return None
-        was_restricted, was_flagged = bool(decision.get("restricted")), \
-            bool(decision.get("flagged"))
-        reached = [a for a in AFTER_REPLY
-                   if getattr(self, a) is not None and turn >= getattr(self, a)]
-        actions = [a for a in reached if not (a == "restrict" and was_restricted)
-                   and not (a == "flag" and was_flagged)]
-        restricted = was_restricted or "restrict" in reached
-        return Decision(
-            risk=round(turn, 3), turn_risk=round(turn, 3), actions=tuple(actions),
-            signals=(*signals, found), restricted=restricted,
-            held=float(decision.get("held", 0.0)), flagged=was_flagged or "flag" in reached,
-            safe_tools=(tuple(safe_tools) if safe_tools is not None else None)
-            if restricted else None, after_reply=True)
+            if restricted else None, after_reply=after_reply)
 
 
 @dataclass(frozen=True)

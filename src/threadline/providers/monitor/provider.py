@@ -114,8 +114,7 @@ class TrajectoryMonitor(Provider):
                        and (d := monitoring.decision(i)) is not None), None)
         if judged is None or judged.get("after_reply"):  # not judged, or judged again already
             return
-        conversation = event.store.conversation(event.conversation_id)
-        found = refused(Trajectory.read(history, "", conversation.system))
+        found = refused(Trajectory.read(history, "", None))  # it reads turns, not the scope
         decision = self.policy.after_reply(judged, found, safe_tools=self.safe_tools)
         if decision is None:
             return

@@ -311,13 +311,18 @@ def account_after_refusal(trajectory: Trajectory) -> str | None:
     conversation once the user has explained."""
     if recasts(trajectory.message):
         return None
+    return next((text for text in _since_first_refusal(trajectory) if SCOPED.search(text)
+                 or (ACCOUNT.search(text) and not RECAST.search(text))), None)
+
+
+def _since_first_refusal(trajectory: Trajectory) -> list[str]:
+    """The user's messages after the model first refused, the new one included (none where
+    it has not refused)."""
     first = next((n for n, t in enumerate(trajectory.turns)
                   if t.reply is not None and is_refusal(t.reply)), None)
     if first is None:
-        return None
-    since = [t.user for t in trajectory.turns[first + 1:]] + [trajectory.message]
-    return next((text for text in since if SCOPED.search(text)
-                 or (ACCOUNT.search(text) and not RECAST.search(text))), None)
+        return []
+    return [t.user for t in trajectory.turns[first + 1:]] + [trajectory.message]
 
 
 def refused(trajectory: Trajectory) -> Signal:
@@ -333,10 +338,8 @@ def refused(trajectory: Trajectory) -> Signal:
     count = refusals(trajectory)
     if count < REFUSED_AT:
         return Signal("refused", 0.0, f"{count} refusals so far")
-    first = next(n for n, t in enumerate(trajectory.turns)
-                 if t.reply is not None and is_refusal(t.reply))
-    since = [t.user for t in trajectory.turns[first + 1:]] + [trajectory.message]
-    explained = next((text for text in since if EXPLAINED.search(text)), None)
+    explained = next((text for text in _since_first_refusal(trajectory)
+                      if EXPLAINED.search(text)), None)
     if explained is not None:
         return Signal("refused", 0.0, f"{count} refusals, explained: {explained[:60]!r}")
     return Signal("refused", clip(0.3 + 0.15 * count),
