@@ -264,8 +264,9 @@ class Engine:
 
     def assembler(self, conversation_id: str, branch: str = MAIN) -> Assemble:
         """This engine's assembly for a conversation branch, as a function of its items: pure,
-        with each provider's tail blocks (rendered from what it recorded) after the history."""
-        conversation = self.store.conversation(conversation_id)
+        with each provider's tail blocks (rendered from what it recorded) after the history.
+        The conversation's settings are those its history read brought (they never change)."""
+        conversation = self.store.conversation(conversation_id, as_read=True)
         system = conversation.system
         # a child shares its siblings' key (their requests begin alike)
         cache_key = conversation.metadata.get("prompt_cache_key") or prompt_cache_key(

@@ -247,6 +247,18 @@ class Tracing(SQLiteStore):
         return super()._execute_on(conn, sql, params)
 
 
+def test_a_turn_reads_its_conversation_only_with_its_history(tmp_path: Path) -> None:
+    store = Tracing(tmp_path / "t.db")
+    engine = Engine(store, ScriptedModel(), system="be brief")
+    cid = engine.run_turn("hello").conversation_id
+    engine.run_turn("and again", conversation_id=cid)
+    store.statements.clear()
+    engine.run_turn("a third time", conversation_id=cid)
+    reads = [s for s in store.statements if s.startswith("SELECT") and "FROM conversations" in s]
+    assert len(reads) == 1 and "JOIN items" in reads[0], reads
+    assert engine.request_for(cid).messages[0].content == "be brief"
+
+
 def test_a_turn_reads_its_branch_once_and_assembles_from_what_it_committed(
         tmp_path: Path) -> None:
     store = Tracing(tmp_path / "t.db")

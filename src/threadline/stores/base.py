@@ -165,7 +165,12 @@ class Store(Protocol):
 
     def commit(self, commit: Commit) -> CommitResult: ...
 
-    def conversation(self, conversation_id: str) -> Conversation: ...
+    def conversation(self, conversation_id: str, *, as_read: bool = False) -> Conversation:
+        """UnknownConversation if there is none. ``as_read``: the row as this handle last
+        read it, when it has (a branch's history read brings it along), without reading it
+        again: a conversation's row never changes once written; that it still exists is for
+        a read to say."""
+        ...
 
     def conversations(self, *, limit: int | None = None,
                       owner: str | None = None) -> list[ConversationSummary]:

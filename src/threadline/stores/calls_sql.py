@@ -39,7 +39,7 @@ class CallsSQL:
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         raise NotImplementedError
 
-    def conversation(self, conversation_id: str) -> Conversation:
+    def conversation(self, conversation_id: str, *, as_read: bool = False) -> Conversation:
         raise NotImplementedError
 
     def _insert_call(self, db: Session, call: ModelCall, reply_seq: int | None) -> ModelCall:

@@ -480,6 +480,26 @@ class StoreConformance(OpensStore):
             reader.close()
             writer.close()
 
+    def test_a_conversation_as_read_is_the_row_its_history_read_brought(
+            self, make_store: MakeStore) -> None:
+        mine, other = make_store(), make_store()
+        try:
+            cid = _create(other, NewItem.user("one"), system="be brief")
+            mine.history(cid)
+            as_read = mine.conversation(cid, as_read=True)
+            assert as_read == other.conversation(cid) and as_read.system == "be brief"
+            other.delete_conversation(cid)  # another handle: a read says so, not the row held
+            assert mine.conversation(cid, as_read=True) == as_read
+            with pytest.raises(UnknownConversation):
+                mine.history(cid)
+            with pytest.raises(UnknownConversation):  # and the row is held no longer
+                mine.conversation(cid, as_read=True)
+            with pytest.raises(UnknownConversation):  # never read: read now
+                mine.conversation("c_nope", as_read=True)
+        finally:
+            mine.close()
+            other.close()
+
     def test_history_through_an_item_is_the_branch_as_it_was_then(
             self, make_store: MakeStore) -> None:
         mine, other = make_store(), make_store()

@@ -88,6 +88,9 @@ _NO_LIMIT = 2**62  # past any seq; also the bound a seq must be under to be look
 _T = TypeVar("_T")
 _REMEMBERED_ITEMS = 200_000      # items read before, kept per branch for the next read
 _ITEMS_OF_I = ", ".join(f"i.{column.strip()}" for column in ITEM_COLUMNS.split(","))
+_OF_C = ", ".join(f"c.{column}" for column in CONVERSATION_COLUMNS.split(", "))
+_C = len(CONVERSATION_COLUMNS.split(", "))  # a history read's row: the conversation's first
+_REMEMBERED_CONVERSATIONS = 4096  # rows as last read, for a turn's assembly
 
 Violation = Literal["client_msg_id", "foreign_key", "other"]
 
@@ -114,6 +117,10 @@ class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
         # each recently read branch's items, oldest first: the next read fetches only the rest
         self._histories: OrderedDict[tuple[str, str], Chunked[Item]] = OrderedDict()
         self._history_items = 0
+        # each recently read conversation's row (a row never changes once written): a turn
+        # assembles from the one its history read brought, without reading it again
+        self._conversations: OrderedDict[str, tuple[tuple[Any, ...], Conversation]] = \
+            OrderedDict()
         self._database = Database(self._transaction, self._reading, self.INTEGRITY_ERRORS)
         self._memory = SQLMemory(self._database, self.FULL_TEXT)
         self._corpora: SQLCorpora | None = None
@@ -338,6 +345,7 @@ class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
                 del self._requests[key]
             for key in [k for k in self._lineages if k[0] == conversation_id]:
                 del self._lineages[key]
+            self._conversations.pop(conversation_id, None)
             for key in [k for k in self._histories if k[0] == conversation_id]:
                 self._history_items -= len(self._histories.pop(key))
 
@@ -349,12 +357,31 @@ class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
 
     # -- reads ---------------------------------------------------------------------------
 
-    def conversation(self, conversation_id: str) -> Conversation:
+    def conversation(self, conversation_id: str, *, as_read: bool = False) -> Conversation:
+        if as_read:
+            with self._cache_lock:
+                known = self._conversations.get(conversation_id)
+            if known is not None:
+                return known[1]
         rows = self._read(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
                           (conversation_id,))
         if not rows:
             raise UnknownConversation(conversation_id)
-        return conversation_from_row(rows[0])
+        return self._remember_conversation(tuple(rows[0]))
+
+    def _remember_conversation(self, row: tuple[Any, ...]) -> Conversation:
+        with self._cache_lock:
+            known = self._conversations.get(row[0])
+            if known is not None and known[0] == row:
+                self._conversations.move_to_end(row[0])
+                return known[1]
+        conversation = conversation_from_row(row)
+        with self._cache_lock:
+            self._conversations[row[0]] = (row, conversation)
+            self._conversations.move_to_end(row[0])
+            if len(self._conversations) > _REMEMBERED_CONVERSATIONS:
+                self._conversations.popitem(last=False)
+        return conversation
 
     def conversations(self, *, limit: int | None = None,
                       owner: str | None = None) -> list[ConversationSummary]:
@@ -481,15 +508,17 @@ class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
                 params += [name, limit]
             # from the conversation's row: no row at all when it was deleted (through another
             # handle: the lineage is cached), one row of nulls when nothing is new
-            rows = db.all(f"SELECT {_ITEMS_OF_I} FROM conversations c LEFT JOIN items i "
-                          f"ON i.conversation_id = c.id AND i.seq > ? AND ({where}) "
+            # the conversation's row comes along, for the turn's assembly
+            rows = db.all(f"SELECT {_OF_C}, {_ITEMS_OF_I} FROM conversations c LEFT JOIN "
+                          f"items i ON i.conversation_id = c.id AND i.seq > ? AND ({where}) "
                           "WHERE c.id = ? ORDER BY i.seq", [*params, conversation_id])
         if not rows:
             self._forget(conversation_id)
             raise UnknownConversation(conversation_id)
-        if rows[0][1] is None:
+        self._remember_conversation(tuple(rows[0][:_C]))
+        if rows[0][_C + 1] is None:
             return known  # shared, immutable: a long history is not copied per read
-        items = known.plus(map(item_from_row, rows))
+        items = known.plus(item_from_row(row[_C:]) for row in rows)
         self._remember_history(key, items)
         return items
 
