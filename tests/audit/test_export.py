@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -221,18 +222,19 @@ def test_the_cycle_collector_is_left_as_it_was(log: Log, tmp_path: Path,
     import gc
     seen: list[bool] = []
     module = importlib.import_module("threadline.audit.export")  # the package names export so
-    built = module.day_rows
+    built = module.day_tables
 
-    def watched(*args: object) -> object:
-        seen.append(gc.isenabled())
-        return built(*args)
+    def watched(*args: object) -> Iterator[object]:
+        for table in built(*args):  # as each table is built
+            seen.append(gc.isenabled())
+            yield table
 
-    monkeypatch.setattr(module, "day_rows", watched)
+    monkeypatch.setattr(module, "day_tables", watched)
     (gc.enable if enabled else gc.disable)()
     try:
         run(log.store, tmp_path / "a")
         assert seen and not any(seen) and gc.isenabled() is enabled
-        monkeypatch.setattr(module, "day_rows", lambda *_: 1 / 0)
+        monkeypatch.setattr(module, "day_tables", lambda *_: 1 / 0)
         with pytest.raises(ZeroDivisionError):
             run(log.store, tmp_path / "b")
         assert gc.isenabled() is enabled

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from threadline.audit.export import _activity, _jobs_by_conversation, day_start
-from threadline.audit.rows import Entries, Pricing, day_rows
+from threadline.audit.rows import Entries, Pricing, day_rows, day_tables
 from threadline.audit.tables import REQUESTS, TABLES, TURNS, encode
 from threadline.cache.pricing import profile, profiles
 
@@ -66,3 +66,31 @@ def test_a_cost_is_the_bills_to_the_last_bit(name: str) -> None:
         for reusable in (0, 1, tokens // 2, tokens, tokens + 7):
             assert priced.cost(tokens, reusable, 3.0) == \
                 priced.bill(tokens, reusable, 3.0).cost_usd
+
+
+def test_calls_and_requests_come_whole_before_any_item_is_read(log: Log) -> None:
+    """What lets an export encode those two files while it reads and builds the rest."""
+    audit = log.store.audit
+    assert audit is not None
+    events: list[str] = []
+
+    class Watched:
+        def calls(self, *args: object) -> object:
+            events.append("read calls")
+            return audit.calls(*args)  # type: ignore[arg-type]
+
+        def conversations(self, *args: object) -> object:
+            events.append("read items")
+            return audit.conversations(*args)  # type: ignore[arg-type]
+
+    day, active = min(_activity(audit, None, datetime(2026, 3, 2, tzinfo=UTC).date()).items())
+    start, end = day_start(day), day_start(day + timedelta(days=1))
+    pricing = Pricing(profile("anthropic-5m"), 3.0)
+    for name, _rows in day_tables(Watched(), start, end, pricing,  # type: ignore[arg-type]
+                                  _jobs_by_conversation(log.store), Entries(log.store), active):
+        events.append(name)
+    assert events == ["read calls", "calls", "requests", "read items", "turns", "compactions",
+                      "memory_writes"]
+    whole = day_rows(audit, start, end, pricing, _jobs_by_conversation(log.store),
+                     Entries(log.store))
+    assert whole.calls and whole.requests and whole.turns

@@ -98,8 +98,10 @@ def test_a_batch_reads_as_the_store_reads_each_conversation(store: Store) -> Non
     start, end = T0.replace(hour=0), T0.replace(hour=0) + timedelta(days=1)
     gone = store_conversation(store)
     store.delete_conversation(gone)
-    read = audit.conversations([rendered, gone, payloads], start, end)
+    read = audit.conversations([rendered, gone, payloads])
     assert [c.id for c in read] == [rendered, payloads]  # as asked, the deleted one left out
+    calls_of = audit.calls([rendered, gone, payloads], start, end)
+    assert list(calls_of) == [rendered, payloads]
     encodings = set()
     for conversation in read:
         cid = conversation.id
@@ -109,8 +111,8 @@ def test_a_batch_reads_as_the_store_reads_each_conversation(store: Store) -> Non
              i.created_at, i.text) for i in audit.items(cid)]
         assert conversation.branches == store.branches(cid)
         listed = store.calls(cid)
-        assert [logged.id for logged in conversation.calls] == [c.id for c in listed]
-        for logged, call in zip(conversation.calls, listed, strict=True):
+        assert [logged.id for logged in calls_of[cid]] == [c.id for c in listed]
+        for logged, call in zip(calls_of[cid], listed, strict=True):
             assert (logged.conversation_id, logged.branch, logged.turn, logged.head_seq,
                     logged.reply_seq, logged.status, logged.model, logged.prompt_tokens,
                     logged.cached_tokens, logged.completion_tokens, logged.ttft_ms,
@@ -140,14 +142,14 @@ def test_a_batch_reads_as_the_store_reads_each_conversation(store: Store) -> Non
                                                else RENDERED_PROMPT)
             encodings.add(logged.request.encoding)
     assert encodings == {CANONICAL_JSON, RENDERED_PROMPT}
-    calls = [logged for c in read for logged in c.calls]
+    calls = [logged for c in calls_of.values() for logged in c]
     assert {reported_split({"usage": logged.usage}) for logged in calls} == {None, (3, 40, 7)}
     assert {logged.prefix.cause for logged in calls if logged.prefix} == \
         {"append_only", "system_changed"}
     assert {logged.prefix.reused_tokens is None for logged in calls if logged.prefix} == \
         {True, False}
-    assert sum(logged.request is None for c in read for logged in c.calls) >= 2  # next day
-    assert audit.conversations([], start, end) == []
+    assert sum(logged.request is None for logged in calls) >= 2  # next day
+    assert audit.conversations([]) == [] and audit.calls([], start, end) == {}
 
 
 def test_activity_lists_each_utc_day_with_the_conversations_active_on_it(store: Store) -> None:

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from threadline.audit.manifest import NAME, FileEntry, Manifest
-from threadline.audit.rows import DayRows, Entries, Pricing, Row, day_rows
-from threadline.audit.tables import TABLES, encode
+from threadline.audit.rows import Entries, Pricing, Row, day_tables
+from threadline.audit.tables import TABLES, arrow_table, parquet_bytes
 from threadline.audit.target import Target
 from threadline.errors import InputError
 from threadline.items import utc_now
@@ -123,21 +124,23 @@ def export(store: Store, target: Target, options: ExportOptions, *,
     for leftover in target.files():
         if leftover.endswith(".partial"):  # a killed export's unfinished file
             target.delete(leftover)
-    writer = _Writer(target, manifest, options, result, after_file)
     jobs = _jobs_by_conversation(store)
     entries = Entries(store)
     seen: set[str] = set()
-    for day, active in _activity(audit, since, until).items():
-        start, end = day_start(day), day_start(day + timedelta(days=1))
-        with _collector_paused():
-            rows = day_rows(audit, start, end, options.pricing, jobs, entries, active)
-            writer.day(day.isoformat(), rows)
-        seen.add(day.isoformat())
-        result.days.append(day.isoformat())
-    low = "" if since is None else since.isoformat()
-    for gone in sorted(held):
-        if low <= gone <= until.isoformat() and gone not in seen:
-            writer.day(gone, DayRows())  # the log no longer has anything that day
+    with ThreadPoolExecutor(1, thread_name_prefix="audit-encode") as encoder:
+        writer = _Writer(target, manifest, options, result, after_file, encoder)
+        for day, active in _activity(audit, since, until).items():
+            start, end = day_start(day), day_start(day + timedelta(days=1))
+            with _collector_paused():
+                writer.day(day.isoformat(), day_tables(audit, start, end, options.pricing,
+                                                       jobs, entries, active))
+            seen.add(day.isoformat())
+            result.days.append(day.isoformat())
+        low = "" if since is None else since.isoformat()
+        for gone in sorted(held):
+            if low <= gone <= until.isoformat() and gone not in seen:
+                # the log no longer has anything that day
+                writer.day(gone, ((name, []) for name in TABLES))
     return result
 
 
@@ -175,22 +178,35 @@ def _jobs_by_conversation(store: Store) -> dict[str, list[Any]]:
 
 class _Writer:
     def __init__(self, target: Target, manifest: Manifest, options: ExportOptions,
-                 result: ExportResult, after_file: Callable[[str], None] | None) -> None:
+                 result: ExportResult, after_file: Callable[[str], None] | None,
+                 encoder: Executor) -> None:
         self.target, self.manifest, self.options = target, manifest, options
         self.result, self.after_file = result, after_file
+        self.encoder = encoder  # one thread: files are encoded in the order they are asked for
 
     def _save(self) -> None:
         self.target.write(NAME, self.manifest.to_bytes())
 
-    def day(self, day: str, rows: DayRows) -> None:
-        planned: set[str] = set()
+    def day(self, day: str, tables: Iterable[tuple[str, list[Row]]]) -> None:
+        """Write the day's files. Each file's Arrow table is built here as soon as its table
+        comes (``day_tables`` gives calls and requests before it builds the rest), and its
+        bytes are written on the encoding thread meanwhile; then the files go to the target
+        in the same order, each listed in the manifest once it is there."""
         counts: dict[str, int] = {}
-        for name, table_rows in rows.tables().items():
+        encoding: dict[str, list[tuple[int, int, Future[bytes]]]] = {}
+        for name, table_rows in tables:
             counts[name] = len(table_rows)
             self.result.rows[name] += len(table_rows)
-            for first, chunk in _chunks(table_rows, self.options.rows_per_file,
-                                        _REQUEST_AT.get(name)):
-                planned.add(self._file(name, day, first, chunk))
+            encoding[name] = [
+                (first, len(chunk), self.encoder.submit(parquet_bytes, arrow_table(
+                    TABLES[name], chunk, content=self.options.content)))
+                for first, chunk in _chunks(table_rows, self.options.rows_per_file,
+                                            _REQUEST_AT.get(name))]
+        planned: set[str] = set()
+        for name, files in encoding.items():  # the first tables' files while the last encodes
+            for first, rows, encoded in files:
+                planned.add(self._file(name, day, first, rows, encoded.result()))
+        counts = {name: counts[name] for name in TABLES if name in counts}
         stale = [f.path for f in self.manifest.day_files(day) if f.path not in planned]
         if stale:
             self._unfinish(day)
@@ -208,11 +224,10 @@ class _Writer:
         if self.manifest.days.pop(day, None) is not None:
             self._save()
 
-    def _file(self, name: str, day: str, first: int, chunk: list[Row]) -> str:
-        last = first + len(chunk) - 1
+    def _file(self, name: str, day: str, first: int, rows: int, data: bytes) -> str:
+        last = first + rows - 1
         path = f"{name}/date={day}/part-{first:09d}-{last:09d}.parquet"
-        data = encode(TABLES[name], chunk, content=self.options.content)
-        entry = FileEntry(path, name, day, first, last, len(chunk), len(data),
+        entry = FileEntry(path, name, day, first, last, rows, len(data),
                           hashlib.sha256(data).hexdigest())
         if self.manifest.files.get(path) == entry and self.target.size(path) == len(data):
             self.result.unchanged += 1

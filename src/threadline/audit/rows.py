@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
@@ -74,32 +74,69 @@ class Entries:
 def day_rows(audit: AuditBackend, start: datetime, end: datetime, pricing: Pricing,
              jobs: Mapping[str, Sequence[MemoryJob]], entries: Entries,
              active: Sequence[str] | None = None) -> DayRows:
-    """The rows of [start, end), sorted, read a batch of conversations at a time; ``active``:
-    the conversations active then, sorted, where the caller has read them already."""
+    """The rows of [start, end), each table in its final order (``day_tables``, gathered)."""
     rows = DayRows()
-    if active is None:
-        active = sorted({cid for ids in audit.activity(start, end).values() for cid in ids})
-    for first in range(0, len(active), CONVERSATIONS_PER_READ):
-        for conversation in audit.conversations(
-                active[first:first + CONVERSATIONS_PER_READ], start, end):
-            conversation_rows(conversation, start, end, pricing,
-                              jobs.get(conversation.id, ()), entries, rows)
-    sort(rows)
+    for name, table_rows in day_tables(audit, start, end, pricing, jobs, entries, active):
+        if name == "requests":
+            rows.requests = {row[0]: row for row in table_rows}
+        else:
+            setattr(rows, name, table_rows)
     return rows
 
 
-def conversation_rows(conversation: LoggedConversation, start: datetime, end: datetime,
-                      pricing: Pricing, jobs: Sequence[MemoryJob], entries: Entries,
-                      into: DayRows) -> None:
-    """Add the conversation's rows for [start, end) to ``into``."""
+def day_tables(audit: AuditBackend, start: datetime, end: datetime, pricing: Pricing,
+               jobs: Mapping[str, Sequence[MemoryJob]], entries: Entries,
+               active: Sequence[str] | None = None) -> Iterator[tuple[str, list[Row]]]:
+    """Each table of [start, end) by name, whole and in its final order, a batch of
+    conversations read at a time: ``calls`` and ``requests`` first, from the calls alone, then
+    the rest, from the items and branches read after; so an export encodes the first two
+    while it reads and builds the rest. ``active``: the conversations active then, sorted,
+    where the caller has read them already."""
+    rows = DayRows()
+    if active is None:
+        active = sorted({cid for ids in audit.activity(start, end).values() for cid in ids})
+    batches = [active[first:first + CONVERSATIONS_PER_READ]
+               for first in range(0, len(active), CONVERSATIONS_PER_READ)]
+    priced: dict[str, tuple[list[LoggedCall], dict[str, tuple[float, float]]]] = {}
+    for batch in batches:
+        for cid, calls in audit.calls(batch, start, end).items():
+            priced[cid] = calls, call_rows(calls, pricing, rows)
+    sort_calls(rows)
+    yield "calls", rows.calls
+    yield "requests", list(rows.requests.values())
+    for batch in batches:
+        for conversation in audit.conversations(batch):
+            calls, costs = priced.get(conversation.id, ([], {}))
+            later_rows(conversation, calls, costs, start, end,
+                       jobs.get(conversation.id, ()), entries, rows)
+    sort_later(rows)
+    yield "turns", rows.turns
+    yield "compactions", rows.compactions
+    yield "memory_writes", rows.memory_writes
+
+
+def call_rows(calls: Sequence[LoggedCall], pricing: Pricing, into: DayRows
+              ) -> dict[str, tuple[float, float]]:
+    """Add a conversation's calls started in the window read (and their requests) to
+    ``into``; return every call's cost under the profile and with no cache at all."""
+    costs = {call.id: price(call.prompt_tokens, call.prefix, usage_split(call.usage),
+                            pricing.profile, pricing.input_price)[2:] for call in calls}
+    for order, call in enumerate(calls):
+        if call.request is not None:  # started in the window read
+            into.calls.append(_call_row(call, costs[call.id][0], order, into.requests))
+    return costs
+
+
+def later_rows(conversation: LoggedConversation, calls: Sequence[LoggedCall],
+               costs: Mapping[str, tuple[float, float]], start: datetime, end: datetime,
+               jobs: Sequence[MemoryJob], entries: Entries, into: DayRows) -> None:
+    """Add the conversation's turns, compactions and memory writes of [start, end) to
+    ``into``; ``calls`` and ``costs``: its calls, and what ``call_rows`` returned for them."""
     def within(moment: datetime) -> bool:
         return start <= moment < end
 
     cid, items, branches = conversation.id, conversation.items, conversation.branches
     by_seq = {item.seq: item for item in items}
-    calls = conversation.calls
-    costs = {call.id: price(call.prompt_tokens, call.prefix, usage_split(call.usage),
-                            pricing.profile, pricing.input_price)[2:] for call in calls}
     by_turn: dict[tuple[str, int], list[LoggedCall]] = defaultdict(list)
     for call in calls:
         by_turn[(call.branch, call.turn)].append(call)
@@ -112,9 +149,6 @@ def conversation_rows(conversation: LoggedConversation, start: datetime, end: da
                             by_turn.get((branch.name, turn), []), costs, by_seq)
             if row is not None and within(row[_TURN_STARTED]):
                 into.turns.append(row)
-    for order, call in enumerate(calls):
-        if call.request is not None:  # started in the window read
-            into.calls.append(_call_row(call, costs[call.id][0], order, into.requests))
     for item in items:
         if item.kind is ItemKind.COMPACTION and within(item.created_at):
             into.compactions.append(_compaction_row(item, by_seq))
@@ -148,17 +182,22 @@ _COMPACTION_ORDER = COMPACTIONS.at("created_at", "conversation_id", "seq")
 _MEMORY_ORDER = MEMORY_WRITES.at("message_at", "conversation_id", "seq", "position")
 
 
-def sort(rows: DayRows) -> None:
-    """Each table in time order, ties broken by where the row is in the log."""
-    rows.turns.sort(key=_TURN_ORDER)
+def sort_calls(rows: DayRows) -> None:
+    """Calls in time order, ties broken by where the call is in the log; each request where
+    the first call that sent it is."""
     rows.calls.sort(key=_CALL_ORDER)
     width = len(CALLS.columns)
     rows.calls = [call[:width] for call in rows.calls]
     requests, rows.requests = rows.requests, {}
-    for call in rows.calls:  # a request's row goes where the first call that sent it is
+    for call in rows.calls:
         sha = call[_CALL_SHA]
         if sha not in rows.requests:
             rows.requests[sha] = requests[sha]
+
+
+def sort_later(rows: DayRows) -> None:
+    """The other tables in time order, ties broken by where the row is in the log."""
+    rows.turns.sort(key=_TURN_ORDER)
     rows.compactions.sort(key=_COMPACTION_ORDER)
     rows.memory_writes.sort(key=_MEMORY_ORDER)
 

@@ -3,11 +3,12 @@
 The Store protocol reads by conversation; an export reads by UTC day, so it needs to find the
 conversations active on each day of a window without opening every conversation (one indexed
 read for the whole window, not one per day), and then to read many
-conversations at once: a few statements for a whole batch (their items on every branch, their
-branches, their calls), not several per conversation, and the exact requests of the calls in
-the window without decoding each call's delta chain from its root again
-(``stores/delta.py``). Calls come with their response and prefix report as stored (canonical
-JSON), so what an export writes of them is the log's own text, not a re-encoding.
+conversations at once: one statement for a whole batch's calls, two for their items on every
+branch and their branches (read apart, so an export can encode the calls while it builds the
+rest), not several per conversation, and the exact requests of the calls in the window
+without decoding each call's delta chain from its root again (``stores/delta.py``). Calls
+come with their response and prefix report as stored (canonical JSON), so what an export
+writes of them is the log's own text, not a re-encoding.
 """
 
 from __future__ import annotations
@@ -100,7 +101,6 @@ class LoggedConversation:
     id: str
     items: list[LoggedItem]  # every item, on every branch, by seq
     branches: list[Branch]   # as ``Store.branches`` lists them
-    calls: list[LoggedCall]  # as ``Store.calls`` lists them
 
 
 class AuditBackend(Protocol):
@@ -113,8 +113,14 @@ class AuditBackend(Protocol):
         """Every item of the conversation, on every branch, by seq."""
         ...
 
-    def conversations(self, conversation_ids: Sequence[str], start: datetime, end: datetime
-                      ) -> list[LoggedConversation]:
-        """The conversations, in the order given (one deleted meanwhile is left out), each
-        call started in [start, end) with its exact request."""
+    def calls(self, conversation_ids: Sequence[str], start: datetime, end: datetime
+              ) -> dict[str, list[LoggedCall]]:
+        """Each conversation's calls as ``Store.calls`` lists them, in the order the ids are
+        given (one with no call, or deleted meanwhile, is left out); each call started in
+        [start, end) with its exact request."""
+        ...
+
+    def conversations(self, conversation_ids: Sequence[str]) -> list[LoggedConversation]:
+        """The conversations' items and branches, in the order given (one deleted meanwhile
+        is left out)."""
         ...
