@@ -127,7 +127,8 @@ def export(store: Store, target: Target, options: ExportOptions, *,
     jobs = _jobs_by_conversation(store)
     entries = Entries(store)
     seen: set[str] = set()
-    with ThreadPoolExecutor(1, thread_name_prefix="audit-encode") as encoder:
+    encoder = ThreadPoolExecutor(1, thread_name_prefix="audit-encode")
+    try:
         writer = _Writer(target, manifest, options, result, after_file, encoder)
         for day, active in _activity(audit, since, until).items():
             start, end = day_start(day), day_start(day + timedelta(days=1))
@@ -141,6 +142,8 @@ def export(store: Store, target: Target, options: ExportOptions, *,
             if low <= gone <= until.isoformat() and gone not in seen:
                 # the log no longer has anything that day
                 writer.day(gone, ((name, []) for name in TABLES))
+    finally:  # a failed or interrupted export encodes nothing more
+        encoder.shutdown(wait=True, cancel_futures=True)
     return result
 
 
