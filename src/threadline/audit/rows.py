@@ -41,8 +41,9 @@ class Pricing:
 
 @dataclass
 class DayRows:
-    """One day's rows, each table in its final order once ``sort`` has run (a call's row
-    carries its place among its conversation's calls after its columns until then)."""
+    """One day's rows, each table in its final order once ``sort_calls`` and ``sort_later``
+    have run (a call's row carries its place among its conversation's calls after its columns
+    until then)."""
 
     turns: list[Row] = field(default_factory=list)
     calls: list[Row] = field(default_factory=list)
@@ -296,7 +297,7 @@ def _call_row(call: LoggedCall, cost_usd: float, order: int, requests: dict[str,
     sha = hashlib.sha256(exact.data).hexdigest()
     if sha not in requests:  # REQUESTS' columns
         requests[sha] = (sha, len(exact.data), exact.encoding, exact.data)
-    return (  # CALLS' columns, in order, then the call's place, which ``sort`` drops
+    return (  # CALLS' columns, in order, then the call's place, which ``sort_calls`` drops
         call.id, call.conversation_id, call.branch, call.turn, call.purpose, call.status,
         call.model, call.started_at, call.head_seq, call.reply_seq, sha, len(exact.data),
         call.prompt_tokens, call.cached_tokens, call.completion_tokens, call.ttft_ms,

@@ -506,9 +506,9 @@ class RelationalStore(CallsSQL, TurnStateSQL, TranscriptsSQL):
             params: list[Any] = [after]
             for name, limit in lineage:
                 params += [name, limit]
-            # from the conversation's row: no row at all when it was deleted (through another
-            # handle: the lineage is cached), one row of nulls when nothing is new
-            # the conversation's row comes along, for the turn's assembly
+            # from the conversation's row, which comes along (for the turn's assembly): no row
+            # at all when it was deleted (through another handle: the lineage is cached), its
+            # row with nulls for an item's columns when nothing is new
             rows = db.all(f"SELECT {_OF_C}, {_ITEMS_OF_I} FROM conversations c LEFT JOIN "
                           f"items i ON i.conversation_id = c.id AND i.seq > ? AND ({where}) "
                           "WHERE c.id = ? ORDER BY i.seq", [*params, conversation_id])
