@@ -11,7 +11,7 @@ import pytest
 
 from threadline.audit.export import _activity, _jobs_by_conversation, day_start
 from threadline.audit.rows import Entries, Pricing, day_rows, day_tables
-from threadline.audit.tables import REQUESTS, TABLES, TURNS, encode
+from threadline.audit.tables import REQUESTS, TABLES, TURNS, arrow_table, parquet_bytes
 from threadline.cache.pricing import profile, profiles
 
 from .conftest import Log
@@ -34,8 +34,9 @@ def test_each_row_holds_its_tables_columns_in_order(log: Log) -> None:
             for row in table_rows:
                 assert isinstance(row, tuple) and len(row) == len(table.columns)
                 seen.add(name)
-            # what encode writes is each value under its own column
-            back = pq.read_table(io.BytesIO(encode(table, table_rows, content=True)))
+            # what a file holds is each value under its own column
+            data = parquet_bytes(arrow_table(table, table_rows, content=True))
+            back = pq.read_table(io.BytesIO(data))
             assert back.column_names == table.names
             assert [tuple(r.values()) for r in back.to_pylist()] == table_rows
         for turn in rows.turns:
@@ -44,7 +45,7 @@ def test_each_row_holds_its_tables_columns_in_order(log: Log) -> None:
 
 
 def test_an_empty_table_encodes() -> None:
-    table = pq.read_table(io.BytesIO(encode(TURNS, [], content=False)))
+    table = pq.read_table(io.BytesIO(parquet_bytes(arrow_table(TURNS, [], content=False))))
     assert table.num_rows == 0 and "query" not in table.column_names
 
 

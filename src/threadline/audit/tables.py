@@ -118,16 +118,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (TURNS, CALLS, REQUESTS, COMPACTI
                                                  MEMORY_WRITES)}
 
 
-def encode(table: Table, rows: Sequence[Sequence[Any]], *, content: bool) -> bytes:
-    """Parquet bytes of ``rows``, each a tuple of the table's columns in order: the same rows
-    give the same bytes (fixed settings, no timestamps, statistics and dictionaries decided by
-    the data alone)."""
-    return parquet_bytes(arrow_table(table, rows, content=content))
-
-
 def arrow_table(table: Table, rows: Sequence[Sequence[Any]], *, content: bool) -> pa.Table:
-    """``rows`` as an Arrow table of the file's schema (Python's values converted: this holds
-    the interpreter, where ``parquet_bytes`` does not)."""
+    """``rows``, each a tuple of the table's columns in order, as an Arrow table of the file's
+    schema (Python's values converted: this holds the interpreter, where ``parquet_bytes``
+    does not)."""
     schema = table.schema(content=content)
     # rows built as tuples and transposed by zip: no dict a row, no lookup a cell
     values = zip(*rows, strict=True) if rows else (() for _ in table.columns)
@@ -137,7 +131,9 @@ def arrow_table(table: Table, rows: Sequence[Sequence[Any]], *, content: bool) -
 
 def parquet_bytes(data: pa.Table) -> bytes:
     """The file's bytes, written by pyarrow's C++ writer, which lets go of the interpreter
-    while it encodes and compresses (so another thread can build rows meanwhile)."""
+    while it encodes and compresses (so another thread can build rows meanwhile): the same
+    rows give the same bytes (fixed settings, no timestamps, statistics and dictionaries
+    decided by the data alone)."""
     sink = pa.BufferOutputStream()
     pq.write_table(data, sink, row_group_size=ROW_GROUP_ROWS, compression="zstd",
                    compression_level=3, use_dictionary=True, write_statistics=True,
