@@ -103,7 +103,7 @@ def bare_write(store: SQLiteStore, options: ExportOptions, out: Path
         built.append((day, {name: [r if isinstance(r, dict) else dict(zip(TABLES[name].names,
                                                                           r, strict=True))
                                    for r in table_rows]
-                            for name, table_rows in rows.tables().items()}))
+                            for name, table_rows in rows.items()}))
     count = sum(len(r) for _, tables in built for r in tables.values())
     started, cpu = time.perf_counter(), time.process_time()
     for day, tables in built:

@@ -29,7 +29,7 @@ def test_each_row_holds_its_tables_columns_in_order(log: Log) -> None:
         start, end = day_start(day), day_start(day + timedelta(days=1))
         rows = day_rows(audit, start, end, Pricing(profile("anthropic-5m"), 3.0),
                         _jobs_by_conversation(log.store), Entries(log.store))
-        for name, table_rows in rows.tables().items():
+        for name, table_rows in rows.items():
             table = TABLES[name]
             for row in table_rows:
                 assert isinstance(row, tuple) and len(row) == len(table.columns)
@@ -39,7 +39,7 @@ def test_each_row_holds_its_tables_columns_in_order(log: Log) -> None:
             back = pq.read_table(io.BytesIO(data))
             assert back.column_names == table.names
             assert [tuple(r.values()) for r in back.to_pylist()] == table_rows
-        for turn in rows.turns:
+        for turn in rows["turns"]:
             assert turn[TURNS.names.index("conversation_id")] in (log.first, log.second)
     assert seen == set(TABLES)  # the fixture log has rows in every table
 
@@ -94,4 +94,4 @@ def test_calls_and_requests_come_whole_before_any_item_is_read(log: Log) -> None
                       "memory_writes"]
     whole = day_rows(audit, start, end, pricing, _jobs_by_conversation(log.store),
                      Entries(log.store))
-    assert whole.calls and whole.requests and whole.turns
+    assert whole["calls"] and whole["requests"] and whole["turns"]

@@ -51,11 +51,6 @@ class DayRows:
     compactions: list[Row] = field(default_factory=list)
     memory_writes: list[Row] = field(default_factory=list)
 
-    def tables(self) -> dict[str, list[Row]]:
-        return {"turns": self.turns, "calls": self.calls,
-                "requests": list(self.requests.values()), "compactions": self.compactions,
-                "memory_writes": self.memory_writes}
-
 
 class Entries:
     """Memory entries by user, read once per user, for a write's provenance."""
@@ -74,15 +69,9 @@ class Entries:
 
 def day_rows(audit: AuditBackend, start: datetime, end: datetime, pricing: Pricing,
              jobs: Mapping[str, Sequence[MemoryJob]], entries: Entries,
-             active: Sequence[str] | None = None) -> DayRows:
-    """The rows of [start, end), each table in its final order (``day_tables``, gathered)."""
-    rows = DayRows()
-    for name, table_rows in day_tables(audit, start, end, pricing, jobs, entries, active):
-        if name == "requests":
-            rows.requests = {row[0]: row for row in table_rows}
-        else:
-            setattr(rows, name, table_rows)
-    return rows
+             active: Sequence[str] | None = None) -> dict[str, list[Row]]:
+    """The rows of [start, end) by table, each in its final order (``day_tables``, gathered)."""
+    return dict(day_tables(audit, start, end, pricing, jobs, entries, active))
 
 
 def day_tables(audit: AuditBackend, start: datetime, end: datetime, pricing: Pricing,
